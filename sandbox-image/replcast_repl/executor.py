@@ -1,0 +1,413 @@
+"""Runs executions on the main thread, one at a time, with IPython semantics.
+
+Each execution emits: status(running), then stream/result/display/error/
+final/llm_request frames in order, then limit frames (if anything was
+dropped), then exactly one done.
+"""
+
+import ast
+import asyncio
+import base64
+import builtins
+import inspect
+import linecache
+import os
+import queue
+import sys
+import threading
+import time
+import traceback
+
+from . import display
+from .protocol import log
+from .source import StatementSplitter, ends_with_semicolon
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+_ASYNCIO_DIR = os.path.dirname(os.path.abspath(asyncio.__file__))
+_COMPILE_FLAGS = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+MAX_TEXT_MIME_BYTES = 4 * 1024 * 1024   # one text entry of a bundle, whatever the cap
+MAX_IMAGE_BYTES_CEILING = 10 * 1024 * 1024  # keeps an image frame under the host's 16 MiB line
+
+
+class ExecuteJob:
+    def __init__(self, exec_id, code, display_last, max_stream, max_image):
+        self.exec_id = exec_id
+        self.code = code
+        self.display_last = display_last
+        self.max_stream = max_stream
+        self.max_image = max_image
+
+
+class StreamJob(ExecuteJob):
+    """A streamed execution; chunks arrive on `inbox` from the reader thread."""
+
+    def __init__(self, exec_id, display_last, max_stream, max_image):
+        super().__init__(exec_id, None, display_last, max_stream, max_image)
+        self.inbox = queue.SimpleQueue()
+        self.finished = False
+
+
+class ExecContext:
+    def __init__(self, job, count):
+        self.exec_id = job.exec_id
+        self.count = count
+        self.max_stream = job.max_stream
+        self.max_image = min(job.max_image, MAX_IMAGE_BYTES_CEILING)
+        self.started = time.monotonic()
+        self.text_dropped = 0
+        self.image_dropped = 0
+        self.final_sent = False
+
+
+class Executor:
+    def __init__(self, channel, capture, gate, namespace):
+        self.channel = channel
+        self.capture = capture
+        self.gate = gate
+        self.ns = namespace
+        self.jobs = queue.SimpleQueue()
+        self.count = 0
+        self.current = None          # ExecContext of the running execution
+        self._state_lock = threading.Lock()
+        self._waiting_job = None     # StreamJob waiting for chunks
+        self._loop = None
+        display._Display.show_figures = self._show_figures
+
+    # -- called from the reader thread -----------------------------------------
+
+    def interrupt(self):
+        """Interrupts the running execution, if any (reply is the caller's job)."""
+        with self._state_lock:
+            if self._waiting_job is not None:
+                self._waiting_job.inbox.put(("interrupt", None))
+                return
+            running = self.current is not None
+        if running:
+            self.gate.interrupt_main()
+
+    # -- main loop -------------------------------------------------------------
+
+    def run_forever(self):
+        """Runs jobs until a None job arrives."""
+        while True:
+            job = self.jobs.get()
+            if job is None:
+                return
+            self._run_job(job)
+
+    def _run_job(self, job):
+        self.count += 1
+        ctx = ExecContext(job, self.count)
+        self._repair()
+        self.channel.send("status", exec_id=ctx.exec_id, state="running")
+        self.capture.begin(ctx.exec_id, ctx.max_stream)
+        self.current = ctx
+        try:
+            if isinstance(job, StreamJob):
+                status = self._run_stream(ctx, job)
+            else:
+                status = self._run_cell(ctx, job.code, job.display_last, "<cell-%d>" % ctx.count)
+            status = self._post_execute(ctx, status)
+        except KeyboardInterrupt:
+            # Landed in REPL code between gate transitions; still the user's interrupt.
+            status = "interrupted"
+            self._send_error(ctx, "KeyboardInterrupt", "", ["KeyboardInterrupt"])
+        except BaseException as exc:  # a REPL bug must still end the execution
+            log("internal error: %s" % "".join(traceback.format_exception(exc)))
+            status = "error"
+            self._send_error(ctx, "InternalError", repr(exc), ["replcast REPL internal error: %r" % exc])
+        finally:
+            self.gate.enabled = False
+        if isinstance(job, StreamJob):
+            job.finished = True
+        self._finish(ctx, status)
+
+    def _post_execute(self, ctx, status):
+        """Figures left open become display frames; `answer` may produce a final."""
+        figs = display.open_figures()
+        if figs:
+            try:
+                with self.gate.user_code():
+                    self._show_figures(figs)
+            except KeyboardInterrupt as exc:
+                status = self._report(ctx, exc)
+            except Exception as exc:
+                if status == "ok":
+                    status = self._report(ctx, exc)
+            finally:
+                display.close_figures()
+        answer = self.ns.get("answer")
+        if not ctx.final_sent and isinstance(answer, dict):
+            try:
+                if answer.get("ready"):
+                    self.send_final(ctx, str(answer.get("value")))
+            except Exception as exc:
+                log("answer could not be read: %r" % exc)
+        return status
+
+    def _finish(self, ctx, status):
+        self._repair()
+        self.capture.flush_user_buffers()
+        stream_dropped = self.capture.end() + ctx.text_dropped
+        self.current = None
+        if stream_dropped:
+            self.channel.send("limit", exec_id=ctx.exec_id, what="stream_bytes", dropped_bytes=stream_dropped)
+        if ctx.image_dropped:
+            self.channel.send("limit", exec_id=ctx.exec_id, what="image_bytes", dropped_bytes=ctx.image_dropped)
+        duration_ms = int(round((time.monotonic() - ctx.started) * 1000))
+        self.channel.send("done", exec_id=ctx.exec_id, status=status,
+                          execution_count=ctx.count, duration_ms=duration_ms)
+
+    def _repair(self):
+        """Undoes what user code may have broken: fds, sys streams, SIGINT handler."""
+        try:
+            self.capture.repair_fds()
+            self.capture.repair_streams()
+            self.gate.install()
+            _repair_stdin()
+        except Exception as exc:
+            log("repair failed: %r" % exc)
+
+    # -- cells -------------------------------------------------------------------
+
+    def _run_cell(self, ctx, code, display_last, filename, first_lineno=1, cache_text=None):
+        """Runs one cell (or one streamed piece). Returns ok|error|interrupted."""
+        linecache.cache[filename] = (len(cache_text or code), None,
+                                     (cache_text or code).splitlines(True), filename)
+        try:
+            tree = ast.parse(code, filename, "exec")
+            if first_lineno != 1:
+                ast.increment_lineno(tree, first_lineno - 1)
+            nodes = tree.body
+            last = None
+            if display_last and nodes and isinstance(nodes[-1], ast.Expr) \
+                    and not ends_with_semicolon(code):
+                last = nodes.pop()
+            body = compile(ast.Module(nodes, type_ignores=[]), filename, "exec", _COMPILE_FLAGS) if nodes else None
+            expr = compile(ast.Expression(last.value), filename, "eval", _COMPILE_FLAGS) if last else None
+        except (SyntaxError, ValueError) as exc:
+            if isinstance(exc, SyntaxError) and first_lineno != 1 and exc.lineno is not None \
+                    and exc.filename == filename:
+                exc.lineno += first_lineno - 1
+                if exc.end_lineno is not None:
+                    exc.end_lineno += first_lineno - 1
+            return self._report(ctx, exc)
+        try:
+            if body is not None:
+                self._run_code(body)
+            if expr is not None:
+                value = self._run_code(expr)
+                if value is not None:
+                    self._show_result(ctx, value)
+        except BaseException as exc:
+            return self._report(ctx, exc)
+        return "ok"
+
+    def _run_code(self, code):
+        with self.gate.user_code():
+            if code.co_flags & inspect.CO_COROUTINE:
+                return self._run_coroutine(eval(code, self.ns))
+            return eval(code, self.ns)
+
+    def _run_coroutine(self, coro):
+        loop = self._event_loop()
+        task = loop.create_task(coro)
+        try:
+            return loop.run_until_complete(task)
+        except KeyboardInterrupt:
+            task.cancel()
+            try:
+                loop.run_until_complete(task)
+            except BaseException:
+                pass
+            raise
+
+    def _event_loop(self):
+        # One persistent loop, as in IPython: tasks created by one cell keep
+        # running whenever a later cell awaits.
+        if self._loop is None or self._loop.is_closed():
+            self._loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(self._loop)
+        return self._loop
+
+    # -- streamed execution --------------------------------------------------------
+
+    def _run_stream(self, ctx, job):
+        splitter = StatementSplitter()
+        filename = "<cell-%d>" % ctx.count
+        while True:
+            with self._state_lock:
+                self._waiting_job = job
+            try:
+                kind, text = job.inbox.get()
+            finally:
+                with self._state_lock:
+                    self._waiting_job = None
+            if kind == "interrupt":
+                self._send_error(ctx, "KeyboardInterrupt", "", ["KeyboardInterrupt"])
+                return "interrupted"
+            if kind == "chunk":
+                splitter.feed(text)
+                while True:
+                    piece = splitter.take_ready()
+                    if piece is None:
+                        break
+                    source, first = piece
+                    status = self._run_cell(ctx, source, False, filename, first, splitter.text)
+                    if status != "ok":
+                        return status
+            else:  # end
+                source, first = splitter.finish()
+                return self._run_cell(ctx, source, job.display_last, filename, first, splitter.text)
+
+    # -- output frames ---------------------------------------------------------------
+
+    def _show_result(self, ctx, value):
+        with self.gate.user_code():  # user __repr__s: interruptible, errors reported
+            data, _metadata = display.mime_bundle(value)
+        fig_cls = display._figure_class()
+        if fig_cls is not None and isinstance(value, fig_cls):
+            display.close_figures([value])  # shown as the result; not again at the end
+        self.ns["___"] = self.ns.get("__")
+        self.ns["__"] = self.ns.get("_")
+        self.ns["_"] = value
+        data = self._cap_bundle(ctx, data)
+        with self.gate.masked():
+            self.capture.flush()
+            self.channel.send("result", exec_id=ctx.exec_id, execution_count=ctx.count, data=data)
+
+    def display(self, obj, metadata=None):
+        """display(obj) from user code: a display frame with obj's mime bundle."""
+        ctx = self.current
+        data, md = display.mime_bundle(obj)
+        if metadata:
+            md.update(metadata)
+        self._send_display(ctx, data, md)
+
+    def _show_figures(self, figs):
+        ctx = self.current
+        for fig in figs:
+            data = {"image/png": base64.b64encode(display.figure_png(fig)).decode("ascii"),
+                    "text/plain": repr(fig)}
+            self._send_display(ctx, data, {})
+        display.close_figures(figs)
+
+    def _send_display(self, ctx, data, metadata):
+        if ctx is None:
+            return  # no execution to attach it to (a thread after done)
+        data = self._cap_bundle(ctx, data)
+        with self.gate.masked():
+            self.capture.flush()
+            self.channel.send("display", exec_id=ctx.exec_id, data=data, metadata=metadata)
+
+    def _cap_bundle(self, ctx, data):
+        out = {}
+        for mime, value in data.items():
+            if mime in display.BINARY_MIMES and isinstance(value, str):
+                raw_size = len(value) * 3 // 4
+                if raw_size > ctx.max_image:
+                    ctx.image_dropped += raw_size
+                    continue
+            elif isinstance(value, str):
+                limit = min(ctx.max_stream, MAX_TEXT_MIME_BYTES)
+                encoded = value.encode("utf-8", "replace")
+                if len(encoded) > limit:
+                    ctx.text_dropped += len(encoded) - limit
+                    value = encoded[:limit].decode("utf-8", "ignore")
+            out[mime] = value
+        if not out:
+            out["text/plain"] = ""
+        return out
+
+    def send_final(self, ctx, value):
+        with self.gate.masked():
+            self.capture.flush()
+            ctx.final_sent = True
+            self.channel.send("final", exec_id=ctx.exec_id, value=value)
+
+    def _report(self, ctx, exc):
+        """Sends the error frame for exc; returns the execution status it implies."""
+        if isinstance(exc, SyntaxError):
+            lines = traceback.format_exception_only(type(exc), exc)
+        elif isinstance(exc, SystemExit):
+            lines = traceback.format_exception_only(type(exc), exc)
+        else:
+            tb = exc.__traceback__
+            while tb is not None and _is_internal(tb.tb_frame.f_code.co_filename):
+                tb = tb.tb_next
+            lines = traceback.format_exception(type(exc), exc, tb)
+        tb_lines = [line.rstrip("\n") for line in lines]
+        try:
+            evalue = str(exc)
+        except Exception:
+            evalue = "<exception str() failed>"
+        self._send_error(ctx, type(exc).__name__, evalue, tb_lines)
+        return "interrupted" if isinstance(exc, KeyboardInterrupt) else "error"
+
+    def _send_error(self, ctx, ename, evalue, tb_lines):
+        try:
+            self.capture.flush_user_buffers()
+            self.capture.flush()
+        except Exception:
+            pass
+        self.channel.send("error", exec_id=ctx.exec_id, ename=ename, evalue=evalue, traceback=tb_lines)
+
+
+def _is_internal(filename):
+    return filename.startswith(_PACKAGE_DIR) or filename.startswith(_ASYNCIO_DIR)
+
+
+class StdinNotImplementedError(NotImplementedError):
+    """input() and reads of sys.stdin: the sandbox has no interactive stdin."""
+
+
+_STDIN_MESSAGE = ("input() is not supported: this sandbox has no interactive stdin. "
+                  "Pass data in with variables or files instead.")
+
+
+def _no_input(prompt=""):
+    raise StdinNotImplementedError(_STDIN_MESSAGE)
+
+
+class _NoStdin:
+    """sys.stdin replacement: every read fails fast with a clear error."""
+
+    closed = False
+    encoding = "utf-8"
+
+    def _fail(self, *args, **kwargs):
+        raise StdinNotImplementedError(_STDIN_MESSAGE)
+
+    read = readline = readlines = __iter__ = __next__ = _fail
+
+    def fileno(self):
+        return 0
+
+    def isatty(self):
+        return False
+
+    def readable(self):
+        return True
+
+    def close(self):
+        pass
+
+    def flush(self):
+        pass
+
+
+_STDIN = _NoStdin()
+
+
+def _repair_stdin():
+    if sys.stdin is not _STDIN:
+        sys.stdin = sys.__stdin__ = _STDIN
+    if builtins.input is not _no_input:
+        builtins.input = _no_input
+    try:
+        os.fstat(0)
+    except OSError:
+        fd = os.open(os.devnull, os.O_RDONLY)
+        if fd != 0:
+            os.dup2(fd, 0)
+            os.close(fd)

@@ -1,0 +1,164 @@
+"""Helpers injected into the user namespace: llm_query, llm_batch, FINAL,
+FINAL_VAR, the `answer` dict, display, and the LLMError exception."""
+
+import itertools
+import threading
+
+
+class LLMError(Exception):
+    """The host could not answer an llm_query/llm_batch request."""
+
+
+class _Pending:
+    __slots__ = ("event", "frame")
+
+    def __init__(self):
+        self.event = threading.Event()
+        self.frame = None
+
+
+class Helpers:
+    def __init__(self, channel, executor, gate):
+        self.channel = channel
+        self.executor = executor
+        self.gate = gate
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self._pending = {}
+        self._closed = False
+
+    # -- host side -------------------------------------------------------------
+
+    def on_llm_response(self, frame):
+        """Resolves a waiting llm_query/llm_batch; unknown ids are ignored."""
+        with self._lock:
+            pending = self._pending.pop(frame.get("reply_to"), None)
+        if pending is None:
+            return False
+        pending.frame = frame
+        pending.event.set()
+        return True
+
+    def close(self):
+        """The host channel is gone: fail every waiting request."""
+        with self._lock:
+            self._closed = True
+            waiting = list(self._pending.values())
+            self._pending.clear()
+        for pending in waiting:
+            pending.frame = {"error": "the host channel closed"}
+            pending.event.set()
+
+    # -- user side ---------------------------------------------------------------
+
+    def _round_trip(self, prompts, model):
+        ctx = self.executor.current
+        if ctx is None:
+            raise LLMError("llm_query/llm_batch can only be used while an execution runs")
+        if model is not None and not isinstance(model, str):
+            raise TypeError("model must be a str or None")
+        pending = _Pending()
+        with self.gate.masked():
+            request_id = "llm-%d" % next(self._ids)
+            with self._lock:
+                if self._closed:
+                    raise LLMError("the host channel closed")
+                self._pending[request_id] = pending
+            self.executor.capture.flush()
+            self.channel.send("llm_request", id=request_id, exec_id=ctx.exec_id,
+                              prompts=prompts, model=model)
+        try:
+            pending.event.wait()  # a lock wait: interruptible on the main thread
+        except BaseException:
+            with self._lock:
+                self._pending.pop(request_id, None)
+            raise
+        frame = pending.frame
+        error = frame.get("error")
+        if error is not None:
+            raise LLMError(str(error))
+        return frame
+
+    def llm_query(self, prompt, model=None):
+        """Asks the host's LLM one prompt; returns its text. Raises LLMError."""
+        if not isinstance(prompt, str):
+            raise TypeError("llm_query(prompt): prompt must be a str, not %s" % type(prompt).__name__)
+        frame = self._round_trip([prompt], model)
+        text = frame.get("text")
+        if text is None:
+            texts = frame.get("texts")
+            if isinstance(texts, list) and len(texts) == 1:
+                text = texts[0]
+        if not isinstance(text, str):
+            raise LLMError("the host answered without text")
+        return text
+
+    def llm_batch(self, prompts, model=None):
+        """Asks the host's LLM several prompts at once; returns their texts in order."""
+        prompts = list(prompts)
+        for p in prompts:
+            if not isinstance(p, str):
+                raise TypeError("llm_batch(prompts): every prompt must be a str, not %s" % type(p).__name__)
+        if not prompts:
+            return []
+        frame = self._round_trip(prompts, model)
+        texts = frame.get("texts")
+        if not isinstance(texts, list) or len(texts) != len(prompts) \
+                or not all(isinstance(t, str) for t in texts):
+            raise LLMError("the host answered with %r texts for %d prompts"
+                           % (len(texts) if isinstance(texts, list) else texts, len(prompts)))
+        return texts
+
+    def final(self, value):
+        """Ends an agent run with str(value) as its answer."""
+        ctx = self.executor.current
+        if ctx is None:
+            raise RuntimeError("FINAL can only be used while an execution runs")
+        self.executor.send_final(ctx, str(value))
+
+    def final_var(self, name, _ns):
+        """FINAL(str(<variable named name>))."""
+        if not isinstance(name, str):
+            raise TypeError("FINAL_VAR(name): name must be the variable's name as a str")
+        key = name.strip().strip("'\"")
+        if key not in _ns:
+            raise NameError("FINAL_VAR: name %r is not defined" % key)
+        self.final(_ns[key])
+
+
+def install(ns, helpers, executor):
+    """Puts the helpers into the user namespace under their public names."""
+
+    def llm_query(prompt, model=None):
+        return helpers.llm_query(prompt, model)
+
+    def llm_batch(prompts, model=None):
+        return helpers.llm_batch(prompts, model)
+
+    def FINAL(value):
+        helpers.final(value)
+
+    def FINAL_VAR(name):
+        helpers.final_var(name, ns)
+
+    def display(*objs, metadata=None):
+        for obj in objs:
+            executor.display(obj, metadata)
+
+    llm_query.__doc__ = Helpers.llm_query.__doc__
+    llm_batch.__doc__ = Helpers.llm_batch.__doc__
+    FINAL.__doc__ = Helpers.final.__doc__
+    FINAL_VAR.__doc__ = Helpers.final_var.__doc__
+    display.__doc__ = "Shows objects as rich output (mime bundles), like IPython's display()."
+    for fn in (llm_query, llm_batch, FINAL, FINAL_VAR, display):
+        fn.__module__ = "__main__"
+        fn.__qualname__ = fn.__name__
+    ns.update({
+        "llm_query": llm_query,
+        "llm_batch": llm_batch,
+        "FINAL": FINAL,
+        "FINAL_VAR": FINAL_VAR,
+        "display": display,
+        "LLMError": LLMError,
+        "answer": {"ready": False, "value": None},
+    })

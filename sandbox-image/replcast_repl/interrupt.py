@@ -1,0 +1,63 @@
+"""Delivers interrupts as KeyboardInterrupt into user code only.
+
+The host's `interrupt` is turned into SIGINT sent to the main thread
+(pthread_kill), which wakes time.sleep, lock waits, select() and the asyncio
+loop. The REPL's handler raises only while user code runs; inside REPL
+bookkeeping the signal is ignored, and inside helper critical sections
+(`masked`) it is deferred until the section ends.
+"""
+
+import contextlib
+import os
+import signal
+import threading
+
+
+class InterruptGate:
+    def __init__(self):
+        self._pid = os.getpid()
+        self._main_ident = threading.main_thread().ident
+        self.enabled = False
+        self._masked = 0
+        self._pending = False
+
+    def install(self):
+        """(Re)installs the REPL's SIGINT handler; main thread only."""
+        signal.signal(signal.SIGINT, self._handler)
+
+    def _handler(self, signum, frame):
+        if os.getpid() != self._pid:
+            raise KeyboardInterrupt  # forked child: behave like plain Python
+        if self._masked:
+            self._pending = True
+        elif self.enabled:
+            raise KeyboardInterrupt
+
+    def interrupt_main(self):
+        signal.pthread_kill(self._main_ident, signal.SIGINT)
+
+    @contextlib.contextmanager
+    def user_code(self):
+        """Interrupts raise KeyboardInterrupt inside this block."""
+        previous = self.enabled
+        self._pending = False
+        self.enabled = True
+        try:
+            yield
+        finally:
+            self.enabled = previous
+
+    @contextlib.contextmanager
+    def masked(self):
+        """Defers interrupts during helper bookkeeping called from user code."""
+        if threading.get_ident() != self._main_ident:
+            yield  # signals only ever reach the main thread
+            return
+        self._masked += 1
+        try:
+            yield
+        finally:
+            self._masked -= 1
+            if not self._masked and self._pending and self.enabled:
+                self._pending = False
+                raise KeyboardInterrupt

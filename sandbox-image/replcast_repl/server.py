@@ -1,0 +1,315 @@
+"""Wires the REPL together and dispatches host frames.
+
+Threads: main (executions, so signals reach user code), stdin reader
+(dispatch; never blocks on user code), control worker (variables and files,
+in arrival order), capture reader, frame writer.
+"""
+
+import builtins
+import json
+import os
+import queue
+import shutil
+import sys
+import threading
+import types
+
+from . import display, protocol
+from .capture import Capture
+from .executor import ExecuteJob, Executor, StreamJob, _repair_stdin
+from .files import ReplyError, Workspace
+from .helpers import Helpers, install
+from .interrupt import InterruptGate
+from .protocol import Channel, log, parse_frame
+from .source import is_complete
+
+DEFAULT_MAX_STREAM_BYTES = 1_000_000
+DEFAULT_MAX_IMAGE_BYTES = 5_000_000
+MAX_VAR_JSON_BYTES = 8 * 1024 * 1024
+MAX_REPR_CHARS = 100_000
+REPR_TIMEOUT_S = 2.0
+CONTROL_TYPES = frozenset(("set_var", "get_var", "file_put", "file_get", "file_list", "file_delete"))
+
+
+def _env_int(name, default):
+    try:
+        value = int(os.environ.get(name, default))
+        return value if value >= 0 else default
+    except ValueError:
+        return default
+
+
+def _seed_matplotlib_cache():
+    """Copies the font cache baked at build time into the writable MPLCONFIGDIR."""
+    seed = os.environ.get("REPLCAST_MPL_SEED")
+    target = os.environ.get("MPLCONFIGDIR")
+    if not seed or not target or not os.path.isdir(seed):
+        return
+    try:
+        if not os.path.isdir(target) or not os.listdir(target):
+            shutil.copytree(seed, target, dirs_exist_ok=True)
+    except OSError as exc:
+        log("matplotlib cache not seeded: %s" % exc)
+
+
+class Server:
+    def __init__(self):
+        # Private, non-inheritable duplicates of the real stdin/stdout/stderr.
+        chan_in, chan_out, diag = os.dup(0), os.dup(1), os.dup(2)
+        Channel.diag_fd = diag
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.close(devnull)
+        self.channel = Channel(chan_in, chan_out)
+        self.max_stream = _env_int("REPLCAST_MAX_STREAM_BYTES", DEFAULT_MAX_STREAM_BYTES)
+        self.max_image = _env_int("REPLCAST_MAX_IMAGE_BYTES", DEFAULT_MAX_IMAGE_BYTES)
+        self.capture = Capture(self.channel, idle_budget_bytes=self.max_stream)
+        self.gate = InterruptGate()
+        main = types.ModuleType("__main__")
+        main.__dict__["__builtins__"] = builtins
+        self.ns = main.__dict__
+        # Functions defined in cells pickle by reference to __main__
+        # (multiprocessing), so the namespace is the __main__ module, as in IPython.
+        sys.modules["__main__"] = main
+        self.executor = Executor(self.channel, self.capture, self.gate, self.ns)
+        self.helpers = Helpers(self.channel, self.executor, self.gate)
+        install(self.ns, self.helpers, self.executor)
+        self.workspace = Workspace(os.environ.get("REPLCAST_WORKSPACE") or os.getcwd())
+        self.control = queue.SimpleQueue()
+        self.streams = {}           # exec_id -> StreamJob
+        self._stdin_closed = False
+
+    def run(self):
+        _seed_matplotlib_cache()
+        display.install_pyplot_hook()
+        self.channel.start()
+        self.capture.install()
+        self.gate.install()
+        _repair_stdin()
+        self.channel.send("ready", **protocol.ready_fields())
+        threading.Thread(target=self._control_loop, name="replcast-control", daemon=True).start()
+        threading.Thread(target=self._read_loop, name="replcast-reader", daemon=True).start()
+        self.executor.run_forever()
+        self._exit(0)
+
+    def _exit(self, code):
+        self.channel.flush()
+        os._exit(code)
+
+    # -- replies -----------------------------------------------------------------
+
+    def reply(self, frame, **payload):
+        self.channel.send("reply", reply_to=frame["id"], ok=True, **payload)
+
+    def reply_error(self, frame, code, message):
+        self.channel.send("reply", reply_to=frame.get("id"), ok=False,
+                          error={"code": code, "message": message})
+
+    def protocol_error(self, detail):
+        self.channel.send("protocol_error", detail=detail)
+
+    # -- reader thread -------------------------------------------------------------
+
+    def _read_loop(self):
+        for line in self.channel.read_lines():
+            frame, problem = parse_frame(line)
+            if problem:
+                self.protocol_error(problem)
+            if frame is not None:
+                try:
+                    self._dispatch(frame)
+                except ReplyError as exc:
+                    self.reply_error(frame, exc.code, exc.message)
+                except Exception as exc:
+                    log("dispatch failed: %r" % exc)
+                    if isinstance(frame.get("id"), str):
+                        self.reply_error(frame, "internal_error", repr(exc))
+        self._on_stdin_closed()
+
+    def _on_stdin_closed(self):
+        # No more frames can arrive: streamed executions end with what they
+        # have, llm waits fail, and the REPL exits once queued work is done.
+        self._stdin_closed = True
+        self.helpers.close()
+        for job in list(self.streams.values()):
+            job.inbox.put(("end", None))
+        self.executor.jobs.put(None)
+
+    def _dispatch(self, frame):
+        kind = frame["type"]
+        if kind == "llm_response":
+            if not self.helpers.on_llm_response(frame):
+                log("llm_response for unknown request %r ignored" % (frame.get("reply_to"),))
+            return
+        frame_id = frame.get("id")
+        if not isinstance(frame_id, str):
+            self.protocol_error("%s frame has no string 'id'" % kind)
+            return
+        handler = getattr(self, "_on_" + kind, None)
+        if kind in CONTROL_TYPES:
+            self.control.put(frame)
+        elif handler is not None:
+            handler(frame)
+        else:
+            self.reply_error(frame, "unknown_type", "unknown frame type %r" % kind)
+
+    def _caps(self, frame):
+        caps = []
+        for name, default in (("max_stream_bytes", self.max_stream), ("max_image_bytes", self.max_image)):
+            value = frame.get(name)
+            if value is None:
+                value = default
+            elif not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ReplyError("bad_request", "%s must be a non-negative integer" % name)
+            caps.append(value)
+        return caps
+
+    def _display_last(self, frame):
+        value = frame.get("display_last", True)
+        return True if value is None else bool(value)
+
+    def _on_execute(self, frame):
+        code = frame.get("code")
+        if not isinstance(code, str):
+            raise ReplyError("bad_request", "execute needs a string 'code'")
+        max_stream, max_image = self._caps(frame)
+        self.executor.jobs.put(ExecuteJob(frame["id"], code, self._display_last(frame), max_stream, max_image))
+
+    def _on_exec_stream_begin(self, frame):
+        max_stream, max_image = self._caps(frame)
+        job = StreamJob(frame["id"], self._display_last(frame), max_stream, max_image)
+        if frame["id"] in self.streams:
+            raise ReplyError("bad_request", "a streamed execution %r already exists" % frame["id"])
+        self.streams[frame["id"]] = job
+        self.executor.jobs.put(job)
+
+    def _stream_job(self, frame):
+        job = self.streams.get(frame["id"])
+        if job is None:
+            self.protocol_error("%s for unknown streamed execution %r" % (frame["type"], frame["id"]))
+        return job
+
+    def _on_exec_stream_chunk(self, frame):
+        job = self._stream_job(frame)
+        text = frame.get("text")
+        if job is None or job.finished:
+            return  # after an error the rest of the stream is ignored
+        if not isinstance(text, str):
+            self.protocol_error("exec_stream_chunk needs a string 'text'")
+            return
+        job.inbox.put(("chunk", text))
+
+    def _on_exec_stream_end(self, frame):
+        job = self._stream_job(frame)
+        if job is None:
+            return
+        self.streams.pop(frame["id"], None)
+        if not job.finished:
+            job.inbox.put(("end", None))
+
+    def _on_is_complete(self, frame):
+        code = frame.get("code")
+        if not isinstance(code, str):
+            raise ReplyError("bad_request", "is_complete needs a string 'code'")
+        status, indent = is_complete(code)
+        self.reply(frame, status=status, indent=indent)
+
+    def _on_interrupt(self, frame):
+        self.reply(frame)
+        self.executor.interrupt()
+
+    def _on_ping(self, frame):
+        self.reply(frame)
+
+    def _on_shutdown(self, frame):
+        self.reply(frame)
+        self._exit(0)
+
+    # -- control worker ------------------------------------------------------------
+
+    def _control_loop(self):
+        handlers = {
+            "set_var": self._set_var,
+            "get_var": self._get_var,
+            "file_put": self.workspace.put,
+            "file_get": self.workspace.get,
+            "file_list": self.workspace.list,
+            "file_delete": self.workspace.delete,
+        }
+        while True:
+            frame = self.control.get()
+            try:
+                payload = handlers[frame["type"]](frame)
+            except ReplyError as exc:
+                self.reply_error(frame, exc.code, exc.message)
+            except Exception as exc:
+                log("%s failed: %r" % (frame["type"], exc))
+                self.reply_error(frame, "internal_error", repr(exc))
+            else:
+                self.reply(frame, **payload)
+
+    @staticmethod
+    def _var_name(frame):
+        name = frame.get("name")
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ReplyError("bad_request", "name must be a Python identifier")
+        return name
+
+    def _set_var(self, frame):
+        name = self._var_name(frame)
+        if "value" not in frame:
+            raise ReplyError("bad_request", "set_var needs a 'value'")
+        self.ns[name] = frame["value"]
+        return {}
+
+    def _get_var(self, frame):
+        name = self._var_name(frame)
+        if name not in self.ns:
+            raise ReplyError("name_error", "name %r is not defined" % name)
+        obj = self.ns[name]
+        return {"value": _json_value(obj), "repr": _bounded_repr(obj)}
+
+
+def _json_value(obj):
+    """obj itself if it is plain JSON (finite numbers, str keys), else null."""
+    for candidate in (obj, getattr(obj, "tolist", None)):
+        if candidate is None:
+            continue
+        if candidate is not obj:
+            if type(obj).__module__.split(".")[0] != "numpy":
+                continue
+            try:
+                candidate = candidate()
+            except Exception:
+                continue
+        try:
+            text = json.dumps(candidate, allow_nan=False)
+        except (TypeError, ValueError, RecursionError):
+            continue
+        if len(text) <= MAX_VAR_JSON_BYTES:
+            return json.loads(text)
+    return None
+
+
+def _bounded_repr(obj):
+    """repr(obj) computed off-thread with a time limit, so a hostile __repr__
+    cannot stall the control worker."""
+    result = ["<repr timed out>"]
+
+    def run():
+        try:
+            text = repr(obj)
+        except BaseException as exc:  # noqa: B036 - user code
+            text = "<repr failed: %s: %s>" % (type(exc).__name__, exc)
+        if len(text) > MAX_REPR_CHARS:
+            text = text[:MAX_REPR_CHARS] + "..."
+        result[0] = text
+
+    t = threading.Thread(target=run, name="replcast-repr", daemon=True)
+    t.start()
+    t.join(REPR_TIMEOUT_S)
+    return result[0]
+
+
+def main():
+    Server().run()

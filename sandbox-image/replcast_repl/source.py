@@ -1,0 +1,174 @@
+"""Source-text analysis: completeness (is_complete), trailing `;`, and the
+statement splitter behind streamed execution."""
+
+import ast
+import io
+import re
+import tokenize
+import warnings
+from codeop import PyCF_ALLOW_INCOMPLETE_INPUT, PyCF_DONT_IMPLY_DEDENT
+
+CONTINUATION_WORDS = frozenset(("else", "elif", "except", "finally"))
+_FENCE = re.compile(r"^\s*```[\w+.-]*\s*$")
+_WORD = re.compile(r"\w+")
+
+
+def classify(source):
+    """'complete' | 'incomplete' | 'invalid' for a block of statements."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ast.parse(source)
+        return "complete"
+    except (SyntaxError, ValueError):
+        pass
+    flags = PyCF_ALLOW_INCOMPLETE_INPUT | PyCF_DONT_IMPLY_DEDENT
+    for candidate in (source, source + "\n"):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                compile(candidate, "<is_complete>", "exec", flags, dont_inherit=True)
+            return "complete"
+        except SyntaxError as exc:
+            if "incomplete input" in str(exc):
+                return "incomplete"
+        except ValueError:
+            return "invalid"
+    return "invalid"
+
+
+def _indent_of(line):
+    return line[: len(line) - len(line.lstrip(" \t"))]
+
+
+def is_complete(source):
+    """IPython's check_complete: (status, indent) for a would-be cell.
+
+    A block that parses but whose last line is indented is 'incomplete' (a
+    terminal would wait for a blank line); indent is the suggested indent of
+    the next line and "" unless incomplete.
+    """
+    if not source.strip():
+        return "complete", ""
+    status = classify(source)
+    lines = source.split("\n")
+    code_lines = [ln for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
+    last = code_lines[-1] if code_lines else ""
+    if status == "invalid":
+        return "invalid", ""
+    ends_blank = len(lines) >= 2 and not lines[-1].strip() and not lines[-2].strip()
+    if status == "complete":
+        if _indent_of(last) and not ends_blank:
+            return "incomplete", _indent_of(last)
+        return "complete", ""
+    indent = _indent_of(last)
+    if last.rstrip().endswith(":"):
+        indent += "    "
+    return "incomplete", indent
+
+
+def ends_with_semicolon(source):
+    """True if the last meaningful token of the cell is ';' (IPython suppresses output)."""
+    last = None
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+            if tok.type in (tokenize.NEWLINE, tokenize.NL, tokenize.COMMENT, tokenize.INDENT,
+                            tokenize.DEDENT, tokenize.ENDMARKER):
+                continue
+            last = tok
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return source.rstrip().endswith(";")
+    return last is not None and last.type == tokenize.OP and last.string == ";"
+
+
+def is_fence(line):
+    return bool(_FENCE.match(line))
+
+
+def _is_code(line):
+    stripped = line.strip()
+    return bool(stripped) and not stripped.startswith("#")
+
+
+def _starts_statement(line, complete_line):
+    """Could this column-0 line begin a new top-level statement?"""
+    if not line or line[0] in " \t\r\n#":
+        return False
+    if line[0] == "`":
+        return False  # maybe a markdown fence still arriving
+    m = _WORD.match(line)
+    if m is None:
+        return True
+    if m.end() == len(line.rstrip("\r\n")) and not complete_line:
+        return False  # the first word may still grow ("el" -> "else")
+    return m.group(0) not in CONTINUATION_WORDS
+
+
+class StatementSplitter:
+    """Cuts streamed code into top-level statements as soon as they are complete.
+
+    A statement is complete when a later line starts at column 0, is not a
+    continuation (else/elif/except/finally), and the text before it parses.
+    Markdown fence lines are dropped. Line numbers refer to the fence-free text.
+    """
+
+    def __init__(self):
+        self._lines = []      # complete, not yet handed out
+        self._partial = ""    # the incomplete last line
+        self.text = ""        # all fence-free text seen (for tracebacks)
+        self.next_lineno = 1  # line number of the first pending line
+
+    def feed(self, text):
+        data = self._partial + text
+        parts = data.split("\n")
+        self._partial = parts.pop()
+        for line in parts:
+            self._add(line + "\n")
+
+    def _add(self, line):
+        if is_fence(line):
+            return
+        self._lines.append(line)
+        self.text += line
+
+    def take_ready(self):
+        """Returns (source, first_lineno) of the longest runnable prefix, or None.
+
+        An invalid prefix with no runnable statement before it is returned too,
+        so that running it reports the SyntaxError without waiting for the end.
+        """
+        lines = self._lines
+        candidates = []
+        seen_code = False
+        for i, line in enumerate(lines):
+            if seen_code and _starts_statement(line, True):
+                candidates.append(i)
+            seen_code = seen_code or _is_code(line)
+        if seen_code and _starts_statement(self._partial, False):
+            candidates.append(len(lines))
+        invalid_at = None
+        for i in reversed(candidates):
+            status = classify("".join(lines[:i]))
+            if status == "complete":
+                return self._cut(i)
+            if status == "invalid":
+                invalid_at = i
+        if invalid_at is not None:
+            return self._cut(invalid_at)
+        return None
+
+    def _cut(self, i):
+        source = "".join(self._lines[:i])
+        first = self.next_lineno
+        del self._lines[:i]
+        self.next_lineno += i
+        return source, first
+
+    def finish(self):
+        """Everything not yet handed out, as (source, first_lineno)."""
+        if self._partial:
+            line, self._partial = self._partial, ""
+            if not is_fence(line):
+                self._lines.append(line)
+                self.text += line
+        return self._cut(len(self._lines))

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Installs and starts what replcast needs on a Debian machine (Node 22, npm packages,
+# docker.io + gVisor, redis-server, the sandbox image); quick when all of it is there.
+# Usage: source scripts/setup.sh [node|deps|docker|redis|image|all]...  (sourcing exports PATH for Node 22)
+set -euo pipefail
+
+REPLCAST_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+REPLCAST_STATE="${REPLCAST_STATE:-$REPLCAST_ROOT/.replcast}"
+mkdir -p "$REPLCAST_STATE"
+
+say() { echo "[setup] $*" >&2; }
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+apt_updated=""
+ensure_apt() { # ensure_apt PKG... installs the Debian packages that are missing
+  local missing=()
+  for p in "$@"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p"); done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  say "installing Debian packages: ${missing[*]}"
+  if [ -z "$apt_updated" ]; then as_root apt-get update -qq; apt_updated=1; fi
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+}
+
+node_major() { "${1:-node}" -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0; }
+
+ensure_node() { # Node >= 22 on PATH: the machine's, or the npm package node@22 under .replcast/node22
+  if [ "$(node_major)" -ge 22 ]; then return 0; fi
+  local dir="$REPLCAST_STATE/node22"
+  if [ "$(node_major "$dir/node_modules/.bin/node")" -lt 22 ]; then
+    say "the machine's Node is $(node --version 2>/dev/null || echo missing); installing Node 22 from npm into $dir"
+    command -v npm >/dev/null || ensure_apt nodejs npm
+    npm install --silent --no-save --no-audit --no-fund --prefix "$dir" node@22 >&2
+  fi
+  export PATH="$dir/node_modules/.bin:$PATH"
+}
+
+ensure_deps() { # npm packages, reinstalled when package-lock.json changed
+  local stamp="$REPLCAST_ROOT/node_modules/.replcast-lock-hash" want
+  want="$(sha256sum "$REPLCAST_ROOT/package-lock.json" | cut -c1-64)"
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then return 0; fi
+  say "installing npm packages"
+  (cd "$REPLCAST_ROOT" && npm ci --no-audit --no-fund --loglevel=error >&2)
+  echo "$want" > "$stamp"
+}
+
+register_runsc() { # gVisor as the Docker runtime "runsc", network off inside the sandbox kernel
+  local conf=/etc/docker/daemon.json
+  command -v runsc >/dev/null || return 0
+  if [ -f "$conf" ] && grep -q '"runsc"' "$conf"; then return 1; fi
+  say "registering gVisor (runsc) with dockerd in $conf"
+  as_root mkdir -p /etc/docker
+  node -e '
+    const fs = require("fs"); const f = process.argv[1];
+    let c = {}; try { c = JSON.parse(fs.readFileSync(f, "utf8")); } catch {}
+    c.runtimes = { ...(c.runtimes || {}), runsc: { path: process.argv[2], runtimeArgs: ["--network=none"] } };
+    fs.writeFileSync(f, JSON.stringify(c, null, 2) + "\n");' "$conf" "$(command -v runsc)"
+  return 0
+}
+
+ensure_docker() {
+  ensure_apt docker.io runsc
+  if register_runsc && docker info >/dev/null 2>&1; then
+    as_root pkill -HUP -x dockerd || true
+  fi
+  docker info >/dev/null 2>&1 && return 0
+  say "starting dockerd (log: $REPLCAST_STATE/dockerd.log)"
+  as_root rm -f /var/run/docker.pid
+  as_root setsid nohup dockerd >"$REPLCAST_STATE/dockerd.log" 2>&1 < /dev/null &
+  for _ in $(seq 1 120); do docker info >/dev/null 2>&1 && return 0; sleep 0.5; done
+  say "dockerd did not come up; last lines of its log:"; tail -20 "$REPLCAST_STATE/dockerd.log" >&2; return 1
+}
+
+ensure_redis() {
+  ensure_apt redis-server
+  local port="${REDIS_PORT:-6379}"
+  redis-cli -p "$port" ping >/dev/null 2>&1 && return 0
+  say "starting redis-server on 127.0.0.1:$port"
+  redis-server --port "$port" --bind 127.0.0.1 --daemonize yes --save '' --appendonly no \
+    --dir "$REPLCAST_STATE" --logfile "$REPLCAST_STATE/redis.log" >&2
+  for _ in $(seq 1 60); do redis-cli -p "$port" ping >/dev/null 2>&1 && return 0; sleep 0.25; done
+  say "redis-server did not come up"; return 1
+}
+
+ensure_image() { ensure_apt debootstrap; bash "$REPLCAST_ROOT/sandbox-image/build.sh"; }
+
+for what in "${@:-all}"; do
+  case "$what" in
+    node) ensure_node ;;
+    deps) ensure_node; ensure_deps ;;
+    docker) ensure_node; ensure_docker ;;
+    redis) ensure_redis ;;
+    image) ensure_docker; ensure_image ;;
+    all) ensure_node; ensure_deps; ensure_docker; ensure_redis; ensure_image ;;
+    *) say "unknown step: $what"; exit 2 ;;
+  esac
+done

@@ -1,0 +1,104 @@
+// The app factory: builds a ready-to-listen Fastify instance with every resource injectable
+// (tests pass their own Redis prefix, Docker labels, LLM endpoint) and closed in onClose.
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
+import { fastifySSE } from '@fastify/sse'
+import fastifySwagger from '@fastify/swagger'
+import { Redis } from 'ioredis'
+import { pino, type Logger } from 'pino'
+import { randomUUID } from 'node:crypto'
+import type { Config } from './config.js'
+import * as schemas from './schemas.js'
+import { DockerSandboxDriver } from './sandbox/docker-driver.js'
+import { RedisStore } from './store/redis-store.js'
+import { EventFeed } from './store/event-feed.js'
+import { SessionService } from './sessions/session-service.js'
+import { createMetrics } from './sessions/metrics.js'
+import { authenticate } from './http/auth.js'
+import { installProblemHandling } from './http/problem-handler.js'
+import { SseStreams } from './http/sse.js'
+import { sessionRoutes } from './http/routes/sessions.js'
+import { executionRoutes } from './http/routes/executions.js'
+import { opsRoutes } from './http/routes/ops.js'
+
+export interface AppOptions {
+  config: Config
+  logger?: Logger
+  redis?: Redis
+  driver?: DockerSandboxDriver
+  /** false: no background work on ready (no adoption, reaper, event feed), e.g. to render openapi.yaml. */
+  background?: boolean
+}
+
+export const API_VERSION = '0.1.0'
+
+/** Builds the app; `await app.ready()` (or listen) also re-adopts sessions and starts the reaper. */
+export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
+  const { config } = opts
+  const log = opts.logger ?? pino({ level: config.LOG_LEVEL, redact: { paths: ['req.headers.authorization', 'headers.authorization', '*.apiKey', '*.OPENAI_API_KEY'], censor: '[redacted]' } })
+  const redis = opts.redis ?? new Redis(config.REDIS_URL, { lazyConnect: false, maxRetriesPerRequest: 3 })
+  const blocking = redis.duplicate()
+  const store = new RedisStore(redis, config.REPLCAST_KEY_PREFIX, { eventMaxLen: config.EVENT_LOG_MAXLEN, eventTtlS: config.EVENT_LOG_TTL_S })
+  const feed = new EventFeed(store, blocking, log.child({ component: 'event-feed' }))
+  const driver = opts.driver ?? new DockerSandboxDriver(config.DOCKER_HOST, log.child({ component: 'docker' }))
+  let sessions: SessionService | null = null
+  const metrics = createMetrics(() => sessions?.localSessionCount() ?? 0)
+  sessions = new SessionService({ config, store, feed, driver, log: log.child({ component: 'sessions' }), metrics })
+  const streams = new SseStreams()
+
+  const app: FastifyInstance = Fastify({
+    loggerInstance: log as unknown as FastifyBaseLogger,
+    bodyLimit: config.BODY_LIMIT_BYTES,
+    genReqId: () => `req_${randomUUID()}`,
+    ajv: { customOptions: { removeAdditional: false, coerceTypes: 'array', useDefaults: true } },
+  })
+  installProblemHandling(app)
+  await app.register(fastifySwagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'replcast',
+        version: API_VERSION,
+        description: 'Code execution for LLM agents: one locked-down, network-less Docker sandbox with a long-lived Python REPL per session; output streamed live as Server-Sent Events.',
+        license: { name: 'MIT', identifier: 'MIT' },
+      },
+      servers: [{ url: 'http://127.0.0.1:8080', description: 'Local default' }],
+      components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'An API key from REPLCAST_API_KEYS' } } },
+      tags: [
+        { name: 'sessions', description: 'Sessions: one sandbox and Python REPL each' },
+        { name: 'executions', description: 'Running code and reading its output' },
+        { name: 'operations', description: 'Health, readiness, metrics' },
+      ],
+    },
+    refResolver: { buildLocalReference: (json, _base, _fragment, i) => String((json as { $id?: string }).$id ?? `def-${i}`) },
+  })
+  for (const s of [schemas.Runtime, schemas.Limits, schemas.CreateSessionBody, schemas.Session, schemas.SessionList, schemas.ExecuteBody, schemas.DoneStatus, schemas.ExecutionStatus, schemas.EventType, schemas.Event, schemas.Execution, schemas.Problem]) {
+    app.addSchema(s)
+  }
+  await app.register(fastifySSE, { heartbeatInterval: config.SSE_HEARTBEAT_MS })
+
+  const auth = authenticate(config, store)
+  app.addHook('onRequest', async (req) => { if (req.url.startsWith('/v1/')) await auth(req) })
+  app.addHook('onResponse', async (req, reply) => {
+    metrics.httpSeconds.observe({ method: req.method, route: req.routeOptions.url ?? 'unknown', status: String(reply.statusCode) }, reply.elapsedTime / 1000)
+  })
+
+  await app.register(sessionRoutes, { sessions })
+  await app.register(executionRoutes, { sessions, streams })
+  // LLM turns (agent module) register their routes here.
+  await app.register(opsRoutes, { redis, driver, metrics, openapiYaml: () => app.swagger({ yaml: true }) })
+
+  if (opts.background !== false) {
+    app.addHook('onReady', async () => {
+      feed.start()
+      await sessions.start()
+    })
+  }
+  app.addHook('preClose', async () => { await streams.closeAll() })
+  app.addHook('onClose', async () => {
+    await sessions.close()
+    await feed.stop()
+    blocking.disconnect()
+    if (!opts.redis) await redis.quit().catch(() => undefined)
+  })
+  return app
+}

@@ -1,0 +1,105 @@
+// The service's configuration: one schema read from the environment once at start,
+// validated (a bad value stops the process naming the variable) and frozen.
+import { Type, type Static } from 'typebox'
+import { Value } from 'typebox/value'
+import { readFileSync } from 'node:fs'
+import { createHash } from 'node:crypto'
+import { hostname } from 'node:os'
+
+const Int = (def: number, min: number, max: number, description: string) =>
+  Type.Integer({ default: def, minimum: min, maximum: max, description })
+const Num = (def: number, min: number, max: number, description: string) =>
+  Type.Number({ default: def, minimum: min, maximum: max, description })
+const Str = (def: string, description: string) => Type.String({ default: def, description })
+
+/** Variable name → schema. Defaults are the documented defaults (README's configuration table). */
+export const ConfigSchema = Type.Object({
+  HOST: Str('127.0.0.1', 'Address the API listens on'),
+  PORT: Int(8080, 0, 65535, 'Port the API listens on'),
+  LOG_LEVEL: Type.Union([Type.Literal('fatal'), Type.Literal('error'), Type.Literal('warn'), Type.Literal('info'), Type.Literal('debug'), Type.Literal('trace'), Type.Literal('silent')], { default: 'info', description: 'pino log level' }),
+  REDIS_URL: Str('redis://127.0.0.1:6379', 'Redis connection URL'),
+  REPLCAST_KEY_PREFIX: Str('replcast:', 'Prefix of every Redis key'),
+  DOCKER_HOST: Str('', 'Docker engine address (unix:///path or tcp://host:port); empty = local socket'),
+  REPLCAST_API_KEYS: Str('', 'tenant=key pairs, comma-separated'),
+  REPLCAST_API_KEYS_FILE: Str('', 'File with one tenant=key per line (adds to REPLCAST_API_KEYS)'),
+  REPLCAST_INSTANCE_ID: Str('', 'Stable id of this API instance (default hostname:port); a restarted instance re-adopts its sessions at once'),
+  REPLCAST_DEPLOYMENT: Str('default', 'Label value separating deployments sharing one Docker engine'),
+  SANDBOX_IMAGE: Str('replcast-sandbox:latest', 'Sandbox image'),
+  SANDBOX_RUNTIME: Type.Union([Type.Literal('runc'), Type.Literal('runsc')], { default: 'runc', description: 'Default container runtime (runsc = gVisor)' }),
+  SANDBOX_USER: Str('1000:1000', 'uid:gid the REPL runs as'),
+  SANDBOX_MEMORY_MB: Int(512, 32, 1 << 20, 'Default memory limit per sandbox (no swap)'),
+  SANDBOX_CPUS: Num(1, 0.05, 256, 'Default CPU limit per sandbox'),
+  SANDBOX_PIDS: Int(128, 8, 1 << 20, 'Default process/thread limit per sandbox'),
+  SANDBOX_WORKSPACE_MB: Int(256, 1, 1 << 20, 'Size of the /workspace tmpfs'),
+  SANDBOX_TMP_MB: Int(64, 1, 1 << 20, 'Size of the /tmp tmpfs'),
+  SANDBOX_NOFILE: Int(1024, 64, 1 << 20, 'Open-file limit in the sandbox'),
+  SANDBOX_START_TIMEOUT_MS: Int(30000, 1000, 600000, 'How long a new sandbox may take to say ready'),
+  MAX_MEMORY_MB: Int(2048, 32, 1 << 20, 'Ceiling for a session\'s memory_mb'),
+  MAX_CPUS: Num(2, 0.05, 256, 'Ceiling for a session\'s cpus'),
+  MAX_PIDS: Int(512, 8, 1 << 20, 'Ceiling for a session\'s pids'),
+  IDLE_TIMEOUT_S: Int(600, 1, 30 * 86400, 'Default idle time before a session is reaped'),
+  MAX_IDLE_TIMEOUT_S: Int(86400, 1, 30 * 86400, 'Ceiling for a session\'s idle_timeout_s'),
+  EXEC_TIMEOUT_S: Num(60, 0.1, 86400, 'Default execution timeout'),
+  MAX_EXEC_TIMEOUT_S: Num(3600, 0.1, 86400, 'Ceiling for an execution\'s timeout_s'),
+  EXEC_QUEUE_DEPTH: Int(8, 0, 1000, 'Executions that may wait behind the running one in a session'),
+  MAX_STREAM_BYTES: Int(1_000_000, 1024, 1 << 30, 'Output bytes streamed per execution before dropping'),
+  MAX_IMAGE_BYTES: Int(5_000_000, 1024, 1 << 30, 'Bytes per image before dropping'),
+  INTERRUPT_GRACE_MS: Int(2000, 50, 600000, 'How long an interrupt may take before the sandbox is killed'),
+  EVENT_LOG_MAXLEN: Int(10000, 100, 10_000_000, 'Events kept per execution'),
+  EVENT_LOG_TTL_S: Int(3600, 10, 30 * 86400, 'How long an ended execution\'s events are kept'),
+  REAPER_INTERVAL_MS: Int(1000, 50, 600000, 'How often idle deadlines are checked'),
+  LEASE_TTL_MS: Int(15000, 1000, 600000, 'Session lease held by the instance attached to it'),
+  SSE_HEARTBEAT_MS: Int(15000, 100, 600000, 'Heartbeat comment interval on idle SSE streams'),
+  BODY_LIMIT_BYTES: Int(10 * 1024 * 1024, 1024, 1 << 30, 'Largest accepted request body'),
+  TENANT_MAX_SESSIONS: Int(20, 1, 1 << 20, 'Live sessions per tenant'),
+  TENANT_MAX_CONCURRENT_EXECUTIONS: Int(10, 1, 1 << 20, 'Running executions per tenant'),
+  TENANT_RATE_PER_MIN: Int(1200, 1, 1 << 30, 'Requests per minute per tenant'),
+  OPENAI_BASE_URL: Str('', 'OpenAI-compatible endpoint; empty = LLM turns answer 503'),
+  OPENAI_API_KEY: Str('', 'Key for the LLM endpoint (never logged)'),
+  REPLCAST_MODEL: Str('gpt-4o-mini', 'Default model'),
+  REPLCAST_MODELS: Str('', 'Comma-separated allowlist of models a request may choose'),
+})
+
+export type Config = Readonly<Static<typeof ConfigSchema>> & { readonly apiKeys: ReadonlyMap<string, string>; readonly instanceId: string }
+
+export class ConfigError extends Error {}
+
+export const hashApiKey = (key: string): string => createHash('sha256').update(key).digest('hex')
+
+/** Reads and validates configuration from `env`; throws ConfigError naming the first bad variable. */
+export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
+  const raw: Record<string, unknown> = {}
+  for (const [name, schema] of Object.entries(ConfigSchema.properties)) {
+    const value = env[name]
+    if (value === undefined || value === '') continue
+    const kind = (schema as { type?: string }).type
+    raw[name] = kind === 'integer' || kind === 'number' ? Number(value) : value
+  }
+  const parsed = Value.Default(ConfigSchema, raw) as Static<typeof ConfigSchema>
+  const firstError = Value.Errors(ConfigSchema, parsed)[0]
+  if (firstError) {
+    const name = firstError.instancePath.replace(/^\//, '') || '(config)'
+    throw new ConfigError(`invalid ${name}=${JSON.stringify(env[name] ?? '')}: ${firstError.message}`)
+  }
+  if (parsed.MAX_MEMORY_MB < parsed.SANDBOX_MEMORY_MB) throw new ConfigError('MAX_MEMORY_MB must be >= SANDBOX_MEMORY_MB')
+  const apiKeys = parseApiKeys(parsed.REPLCAST_API_KEYS, parsed.REPLCAST_API_KEYS_FILE)
+  if (apiKeys.size === 0) throw new ConfigError('no API keys: set REPLCAST_API_KEYS=tenant=key or REPLCAST_API_KEYS_FILE')
+  const instanceId = parsed.REPLCAST_INSTANCE_ID || `${hostname()}:${parsed.PORT}`
+  return Object.freeze({ ...parsed, apiKeys, instanceId })
+}
+
+/** sha256(key) → tenant. Only hashes are kept; keys never appear in errors or logs. */
+function parseApiKeys(inline: string, file: string): Map<string, string> {
+  const lines = inline.split(',')
+  if (file) lines.push(...readFileSync(file, 'utf8').split('\n'))
+  const keys = new Map<string, string>()
+  for (const line of lines.map((l) => l.trim()).filter((l) => l && !l.startsWith('#'))) {
+    const eq = line.indexOf('=')
+    const tenant = line.slice(0, eq).trim()
+    const key = line.slice(eq + 1).trim()
+    if (eq <= 0 || !key || !/^[A-Za-z0-9_.-]{1,64}$/.test(tenant)) throw new ConfigError('invalid REPLCAST_API_KEYS entry: expected tenant=key (tenant: letters, digits, _ . -)')
+    if (key.length < 8) throw new ConfigError(`API key for tenant ${tenant} is shorter than 8 characters`)
+    keys.set(hashApiKey(key), tenant)
+  }
+  return keys
+}

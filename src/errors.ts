@@ -1,0 +1,69 @@
+// Every error the API can answer with: a stable code, an HTTP status and a title.
+// Responses are application/problem+json; 5xx never carry internal details.
+
+export const ERRORS = {
+  bad_request: { status: 400, title: 'The request is malformed' },
+  validation_failed: { status: 400, title: 'The request does not match the schema' },
+  limit_exceeded: { status: 400, title: 'A requested limit is above the allowed ceiling' },
+  runtime_unavailable: { status: 400, title: 'The requested sandbox runtime is not available' },
+  model_not_allowed: { status: 400, title: 'The requested model is not on the allowlist' },
+  unauthorized: { status: 401, title: 'Missing or invalid API key' },
+  not_found: { status: 404, title: 'No such resource' },
+  session_not_found: { status: 404, title: 'No such session' },
+  execution_not_found: { status: 404, title: 'No such execution' },
+  file_not_found: { status: 404, title: 'No such file' },
+  not_acceptable: { status: 406, title: 'The requested media type cannot be produced' },
+  session_dead: { status: 409, title: 'The session is dead' },
+  queue_full: { status: 409, title: 'Too many executions are queued for this session' },
+  nothing_running: { status: 409, title: 'No execution is running' },
+  payload_too_large: { status: 413, title: 'The request body is too large' },
+  unsupported_media_type: { status: 415, title: 'Unsupported content type' },
+  session_elsewhere: { status: 421, title: 'The session is held by another API instance' },
+  quota_exceeded: { status: 429, title: 'A tenant quota is exhausted' },
+  rate_limited: { status: 429, title: 'Too many requests' },
+  internal: { status: 500, title: 'Internal error' },
+  sandbox_failed: { status: 502, title: 'The sandbox could not be started or reached' },
+  llm_not_configured: { status: 503, title: 'No LLM endpoint is configured' },
+  unavailable: { status: 503, title: 'A backing service is unavailable' },
+} as const satisfies Record<string, { status: number; title: string }>
+
+export type ErrorCode = keyof typeof ERRORS
+
+export const PROBLEM_TYPE_BASE = 'https://replcast.dev/problems/'
+
+export class AppError extends Error {
+  readonly code: ErrorCode
+  readonly status: number
+  readonly headers: Record<string, string>
+  readonly extra: Record<string, unknown>
+
+  constructor(code: ErrorCode, detail?: string, opts: { headers?: Record<string, string>; extra?: Record<string, unknown>; cause?: unknown } = {}) {
+    super(detail ?? ERRORS[code].title, { cause: opts.cause })
+    this.name = 'AppError'
+    this.code = code
+    this.status = ERRORS[code].status
+    this.headers = opts.headers ?? {}
+    this.extra = opts.extra ?? {}
+  }
+}
+
+export interface Problem {
+  type: string
+  title: string
+  status: number
+  detail: string
+  code: ErrorCode
+  [k: string]: unknown
+}
+
+/** The problem+json body for an error; unknown errors become `internal` without details. */
+export function toProblem(err: AppError): Problem {
+  return {
+    type: PROBLEM_TYPE_BASE + err.code,
+    title: ERRORS[err.code].title,
+    status: err.status,
+    detail: err.status >= 500 && err.code === 'internal' ? ERRORS.internal.title : err.message,
+    code: err.code,
+    ...err.extra,
+  }
+}

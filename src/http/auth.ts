@@ -1,0 +1,36 @@
+// Bearer-key authentication (keys kept and compared as SHA-256 hashes, in constant time)
+// and the per-tenant request rate limit, counted in Redis so it holds across instances.
+import { timingSafeEqual } from 'node:crypto'
+import type { FastifyRequest } from 'fastify'
+import { hashApiKey, type Config } from '../config.js'
+import { AppError } from '../errors.js'
+import type { RedisStore } from '../store/redis-store.js'
+
+declare module 'fastify' {
+  interface FastifyRequest { tenant: string }
+}
+
+export function tenantForKey(config: Config, key: string): string | null {
+  const presented = Buffer.from(hashApiKey(key), 'hex')
+  let found: string | null = null
+  for (const [hash, tenant] of config.apiKeys) {
+    // Every configured key is compared, so timing does not reveal which one matched.
+    if (timingSafeEqual(presented, Buffer.from(hash, 'hex'))) found = tenant
+  }
+  return found
+}
+
+export function authenticate(config: Config, store: RedisStore) {
+  return async (request: FastifyRequest): Promise<void> => {
+    const header = request.headers.authorization ?? ''
+    const m = /^Bearer\s+(\S+)\s*$/i.exec(header)
+    const tenant = m?.[1] ? tenantForKey(config, m[1]) : null
+    if (!tenant) throw new AppError('unauthorized', m ? 'the API key is not valid' : 'send Authorization: Bearer <api key>', { headers: { 'www-authenticate': 'Bearer' } })
+    request.tenant = tenant
+    request.log = request.log.child({ tenant })
+    const { count, resetMs } = await store.countRequest(tenant, Date.now())
+    if (count > config.TENANT_RATE_PER_MIN) {
+      throw new AppError('rate_limited', `more than ${config.TENANT_RATE_PER_MIN} requests this minute`, { headers: { 'retry-after': String(Math.ceil(resetMs / 1000)) } })
+    }
+  }
+}

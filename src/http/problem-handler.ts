@@ -1,0 +1,42 @@
+// Turns every error into application/problem+json with a stable code; 5xx hide internals.
+import { isUtf8 } from 'node:buffer'
+import type { FastifyError, FastifyInstance } from 'fastify'
+import { AppError, toProblem } from '../errors.js'
+
+export function installProblemHandling(app: FastifyInstance): void {
+  app.setErrorHandler((err: FastifyError | AppError, req, reply) => {
+    const appErr = toAppError(err)
+    if (appErr.status >= 500) req.log.error({ err }, 'request failed')
+    else req.log.info({ code: appErr.code, detail: appErr.message }, 'request rejected')
+    reply.code(appErr.status).headers(appErr.headers).type('application/problem+json')
+    return reply.send(toProblem(appErr))
+  })
+  app.setNotFoundHandler((req, reply) => {
+    reply.code(404).type('application/problem+json').send(toProblem(new AppError('not_found', `no route ${req.method} ${req.url.split('?')[0]}`)))
+  })
+  // JSON bodies: valid UTF-8, no NUL characters, then JSON.parse.
+  app.removeContentTypeParser('application/json')
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_req, body: Buffer, done) => {
+    if (body.length === 0) return done(null, undefined)
+    if (!isUtf8(body)) return done(new AppError('bad_request', 'the body is not valid UTF-8'))
+    const text = body.toString('utf8')
+    if (text.includes('\0') || /\\u0000/i.test(text)) return done(new AppError('bad_request', 'the body contains NUL characters'))
+    try { done(null, JSON.parse(text)) } catch (e) { done(new AppError('bad_request', `the body is not valid JSON: ${(e as Error).message}`)) }
+  })
+}
+
+function toAppError(err: FastifyError | AppError): AppError {
+  if (err instanceof AppError) return err
+  const fe = err as FastifyError
+  if (fe.validation) return new AppError('validation_failed', `${fe.validationContext ?? 'request'}${fe.validation[0]?.instancePath ?? ''} ${fe.validation[0]?.message ?? 'is invalid'}`.trim())
+  switch (fe.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE': return new AppError('payload_too_large', 'the request body is larger than the server accepts')
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE': return new AppError('unsupported_media_type', 'send the body as application/json')
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+    case 'FST_ERR_CTP_INVALID_JSON_BODY': return new AppError('bad_request', fe.message)
+  }
+  if (fe.statusCode === 406) return new AppError('not_acceptable', 'this endpoint answers text/event-stream only')
+  if (fe.statusCode && fe.statusCode >= 400 && fe.statusCode < 500) return new AppError('bad_request', fe.message)
+  return new AppError('internal', undefined, { cause: err })
+}

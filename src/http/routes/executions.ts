@@ -1,0 +1,83 @@
+// Execution routes: run code (SSE live, or JSON when done), read an execution, resume its events.
+import type { FastifyInstance, FastifyReply } from 'fastify'
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
+import { Type } from 'typebox'
+import { AppError } from '../../errors.js'
+import { ExecuteBody, Execution } from '../../schemas.js'
+import type { SessionService } from '../../sessions/session-service.js'
+import type { SseStreams } from '../sse.js'
+import { ExecutionParams, problems, ref, SessionParams } from '../schema-refs.js'
+
+const SSE_DESCRIPTION = 'Server-Sent Events: `event:` is the event type, `id:` its position (send it back as Last-Event-ID), `data:` the event as JSON. Exactly one `done` event ends the stream.'
+const STREAM_ID = /^\d{1,20}-\d{1,20}$/
+
+export async function executionRoutes(app: FastifyInstance, { sessions, streams }: { sessions: SessionService; streams: SseStreams }): Promise<void> {
+  const r = app.withTypeProvider<TypeBoxTypeProvider>()
+  const tags = ['executions']
+  const security = [{ bearer: [] }]
+
+  r.post('/v1/sessions/:id/executions', {
+    sse: 'dual',
+    schema: {
+      operationId: 'execute', tags, security, params: SessionParams, body: ref(ExecuteBody),
+      summary: 'Run code in the session: live SSE with Accept: text/event-stream, otherwise JSON once it ends',
+      response: {
+        200: {
+          description: 'The execution. With Accept: text/event-stream its events stream live as they happen. The Location header names the execution.',
+          content: { 'application/json': { schema: ref(Execution) }, 'text/event-stream': { schema: { type: 'string', description: SSE_DESCRIPTION } } },
+        },
+        ...problems('validation_failed', 'bad_request', 'limit_exceeded', 'session_not_found', 'session_dead', 'queue_full', 'quota_exceeded', 'payload_too_large', 'session_elsewhere'),
+      },
+    },
+  }, async (req, reply) => {
+    const sid = req.params.id
+    const eid = await sessions.submit(req.tenant, sid, req.body.code, req.body.timeout_s)
+    req.log = req.log.child({ sessionId: sid, executionId: eid })
+    reply.header('location', `/v1/sessions/${sid}/executions/${eid}`)
+    if (reply.sse) {
+      await streams.pipe(req, reply, (onEvent, signal) => sessions.follow(sid, eid, '', onEvent, signal))
+      return
+    }
+    return sessions.waitExecution(req.tenant, sid, eid, closeSignal(reply))
+  })
+
+  r.get('/v1/sessions/:id/executions/:eid', {
+    schema: {
+      operationId: 'getExecution', summary: 'An execution with every event so far', tags, security, params: ExecutionParams,
+      response: { 200: { ...ref(Execution), description: 'The execution' }, ...problems('session_not_found', 'execution_not_found') },
+    },
+  }, async (req) => sessions.getExecution(req.tenant, req.params.id, req.params.eid))
+
+  r.get('/v1/sessions/:id/executions/:eid/events', {
+    sse: 'only',
+    schema: {
+      operationId: 'streamExecutionEvents', tags, security, params: ExecutionParams,
+      summary: 'Replay an execution\'s events after Last-Event-ID (or ?after=), then follow it live until done',
+      headers: Type.Object({ 'last-event-id': Type.Optional(Type.String({ description: 'Resume after this event id' })) }),
+      querystring: Type.Object({ after: Type.Optional(Type.String({ description: 'Resume after this event id (for clients that cannot set headers)' })) }, { additionalProperties: false }),
+      response: {
+        200: { description: SSE_DESCRIPTION, content: { 'text/event-stream': { schema: { type: 'string' } } } },
+        204: { description: 'Nothing after the given id: the execution has ended (EventSource stops reconnecting)', type: 'null' },
+        ...problems('validation_failed', 'session_not_found', 'execution_not_found', 'not_acceptable'),
+      },
+    },
+  }, async (req, reply) => {
+    const { id: sid, eid } = req.params
+    const after = req.query.after ?? req.headers['last-event-id'] ?? ''
+    if (after && !STREAM_ID.test(after)) throw new AppError('validation_failed', 'Last-Event-ID / after must be an event id such as 1732186234123-0')
+    const ex = await sessions.execRecord(req.tenant, sid, eid)
+    const ended = ex.status !== 'queued' && ex.status !== 'running'
+    if (ended && after && (await sessions.eventsAfter(sid, eid, after)) === 0) {
+      reply.code(204).send(null)
+      return
+    }
+    await streams.pipe(req, reply, (onEvent, signal) => sessions.follow(sid, eid, after, onEvent, signal))
+  })
+}
+
+/** Aborts when the client's connection closes (the response's close; the request's fires after its body). */
+function closeSignal(reply: FastifyReply): AbortSignal {
+  const ac = new AbortController()
+  reply.raw.once('close', () => ac.abort())
+  return ac.signal
+}

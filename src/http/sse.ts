@@ -1,0 +1,52 @@
+// The one place that touches @fastify/sse's edges: every send races the client's
+// disconnect (a send to a gone client can hang), open streams are ended on shutdown.
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { LoggedEvent } from '../store/redis-store.js'
+
+export class SseStreams {
+  private readonly open = new Set<{ ac: AbortController; reply: FastifyReply }>()
+  private shuttingDown = false
+
+  /**
+   * Streams `follow`'s events as SSE until it ends, the client leaves, or the server shuts down.
+   * `follow` gets an onEvent callback and an abort signal.
+   */
+  async pipe(_request: FastifyRequest, reply: FastifyReply, follow: (onEvent: (e: LoggedEvent) => Promise<void>, signal: AbortSignal) => Promise<unknown>): Promise<void> {
+    const sse = reply.sse
+    const ac = new AbortController()
+    const entry = { ac, reply }
+    this.open.add(entry)
+    const abort = () => ac.abort()
+    reply.raw.on('close', abort)
+    sse.onClose(abort)
+    try {
+      if (this.shuttingDown) return
+      await follow(async (e) => {
+        const { id, type, seq: _seq, ...payload } = e
+        await raceAbort(sse.send({ id, event: type, data: { type, ...payload } }), ac.signal)
+      }, ac.signal)
+    } finally {
+      reply.raw.off('close', abort)
+      this.open.delete(entry)
+    }
+  }
+
+  /** preClose: tells every open stream the server is going away (clients resume elsewhere with Last-Event-ID), then ends it. */
+  async closeAll(): Promise<void> {
+    this.shuttingDown = true
+    await Promise.all([...this.open].map(async ({ ac, reply }) => {
+      try { await raceAbort(reply.sse.send({ event: 'shutdown', data: { reason: 'server shutting down; reconnect with Last-Event-ID' }, retry: 1000 }), AbortSignal.timeout(1000)) } catch { /* client gone */ }
+      ac.abort()
+      try { reply.sse.close() } catch { /* already closed */ }
+    }))
+  }
+}
+
+function raceAbort<T>(p: Promise<T>, signal: AbortSignal): Promise<T | void> {
+  if (signal.aborted) return Promise.resolve()
+  return new Promise<T | void>((resolve, reject) => {
+    const onAbort = () => resolve()
+    signal.addEventListener('abort', onAbort, { once: true })
+    p.then((v) => { signal.removeEventListener('abort', onAbort); resolve(v) }, (e) => { signal.removeEventListener('abort', onAbort); reject(e) })
+  })
+}

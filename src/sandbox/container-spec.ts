@@ -1,0 +1,67 @@
+// The Docker create config of a sandbox: the whole security baseline, always (DESIGN.md §6).
+import type { ContainerCreateOptions } from 'dockerode'
+import { sandboxLabels } from './labels.js'
+
+export interface SandboxSpec {
+  sessionId: string
+  tenant: string
+  instance: string
+  deployment: string
+  image: string
+  runtime: 'runc' | 'runsc'
+  user: string
+  memoryMb: number
+  cpus: number
+  pids: number
+  workspaceMb: number
+  tmpMb: number
+  nofile: number
+  maxStreamBytes: number
+  maxImageBytes: number
+  env: Record<string, string>
+}
+
+export function containerName(sessionId: string): string {
+  return `replcast-${sessionId}`
+}
+
+export function containerConfig(s: SandboxSpec): ContainerCreateOptions {
+  const [uid = '1000', gid = uid] = s.user.split(':')
+  const env = Object.entries(s.env).map(([k, v]) => `${k}=${v}`)
+  env.push(`REPLCAST_MAX_STREAM_BYTES=${s.maxStreamBytes}`, `REPLCAST_MAX_IMAGE_BYTES=${s.maxImageBytes}`)
+  return {
+    name: containerName(s.sessionId),
+    Image: s.image,
+    User: s.user,
+    WorkingDir: '/workspace',
+    Env: env,
+    Labels: sandboxLabels(s.deployment, s.sessionId, s.tenant, s.instance),
+    OpenStdin: true,
+    StdinOnce: false,
+    Tty: false,
+    AttachStdin: true,
+    AttachStdout: true,
+    AttachStderr: true,
+    NetworkDisabled: true,
+    HostConfig: {
+      NetworkMode: 'none',
+      Runtime: s.runtime,
+      ReadonlyRootfs: true,
+      Tmpfs: {
+        '/workspace': `rw,nosuid,nodev,size=${s.workspaceMb}m,uid=${uid},gid=${gid},mode=0700`,
+        '/tmp': `rw,nosuid,nodev,noexec,size=${s.tmpMb}m,mode=1777`,
+      },
+      CapDrop: ['ALL'],
+      SecurityOpt: ['no-new-privileges'],
+      PidsLimit: s.pids,
+      Memory: s.memoryMb * 1024 * 1024,
+      MemorySwap: s.memoryMb * 1024 * 1024,
+      NanoCpus: Math.round(s.cpus * 1e9),
+      Ulimits: [{ Name: 'nofile', Soft: s.nofile, Hard: s.nofile }],
+      Init: true,
+      IpcMode: 'private',
+      LogConfig: { Type: 'local', Config: { 'max-size': '2m', 'max-file': '1', compress: 'false' } },
+      RestartPolicy: { Name: 'no' },
+    },
+  }
+}

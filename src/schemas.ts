@@ -1,0 +1,125 @@
+// The API's data shapes: one TypeBox schema each gives validation, the TypeScript type
+// and the OpenAPI component (named by $id). Request schemas reject unknown fields.
+import { Type, type Static, type TSchema } from 'typebox'
+
+/** A $ref to a component schema (registered with app.addSchema), typed as the schema itself. */
+export function ref<T extends TSchema & { $id?: string }>(schema: T) {
+  return Type.Unsafe<Static<T>>({ $ref: `${schema.$id}#` })
+}
+
+const Id = (prefix: string, description: string) =>
+  Type.String({ pattern: `^${prefix}_[A-Za-z0-9]{20}$`, description })
+
+export const SessionId = Id('ses', 'Session id')
+export const ExecutionId = Id('exe', 'Execution id')
+
+export const Runtime = Type.Union([Type.Literal('runc'), Type.Literal('runsc')], {
+  $id: 'Runtime',
+  description: 'Container runtime: runc (default Docker) or runsc (gVisor, stronger isolation)',
+})
+
+export const Limits = Type.Object({
+  memory_mb: Type.Integer({ minimum: 32, description: 'Memory limit in MiB (no swap)' }),
+  cpus: Type.Number({ minimum: 0.05, description: 'CPU limit in cores' }),
+  pids: Type.Integer({ minimum: 8, description: 'Process and thread limit' }),
+}, { $id: 'Limits', additionalProperties: false })
+
+export const LimitsRequest = Type.Partial(Limits, { additionalProperties: false })
+
+export const Metadata = Type.Record(Type.String({ maxLength: 64 }), Type.String({ maxLength: 1024 }), {
+  maxProperties: 32,
+  description: 'Free-form string labels kept with the session',
+})
+
+export const SessionStatus = Type.Union([Type.Literal('starting'), Type.Literal('ready'), Type.Literal('busy'), Type.Literal('dead')])
+
+export const CreateSessionBody = Type.Object({
+  idle_timeout_s: Type.Optional(Type.Integer({ minimum: 1, description: 'Idle seconds before the session is reaped' })),
+  runtime: Type.Optional(ref(Runtime)),
+  limits: Type.Optional(LimitsRequest),
+  env: Type.Optional(Type.Record(Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_]{0,127}$' }), Type.String({ maxLength: 4096 }), { maxProperties: 64, description: 'Environment variables for the REPL process' })),
+  metadata: Type.Optional(Metadata),
+}, { $id: 'CreateSessionRequest', additionalProperties: false })
+
+export const Session = Type.Object({
+  id: SessionId,
+  status: SessionStatus,
+  created_at: Type.String({ format: 'date-time' }),
+  last_active_at: Type.String({ format: 'date-time' }),
+  expires_at: Type.String({ format: 'date-time', description: 'When the session is reaped unless used again' }),
+  idle_timeout_s: Type.Integer(),
+  runtime: ref(Runtime),
+  limits: ref(Limits),
+  metadata: Metadata,
+  execution_count: Type.Integer({ description: 'Executions run so far' }),
+}, { $id: 'Session', additionalProperties: false })
+
+export const SessionList = Type.Object({
+  sessions: Type.Array(ref(Session)),
+  next_cursor: Type.Union([Type.String(), Type.Null()], { description: 'Pass as ?cursor= for the next page; null at the end' }),
+}, { $id: 'SessionList' })
+
+export const ExecuteBody = Type.Object({
+  code: Type.String({ maxLength: 1_000_000, description: 'Python source, run like a notebook cell' }),
+  timeout_s: Type.Optional(Type.Number({ exclusiveMinimum: 0, description: 'Wall-clock limit; on expiry the code is interrupted, then the sandbox killed' })),
+}, { $id: 'ExecuteRequest', additionalProperties: false })
+
+const L = Type.Literal
+export const DoneStatus = Type.Union([L('ok'), L('error'), L('interrupted'), L('timeout'), L('killed'), L('oom')], { $id: 'DoneStatus', description: 'How an execution ended' })
+export const ExecutionStatus = Type.Union([L('queued'), L('running'), L('ok'), L('error'), L('interrupted'), L('timeout'), L('killed'), L('oom')], { $id: 'ExecutionStatus' })
+export const EventType = Type.Union([L('status'), L('stdout'), L('stderr'), L('result'), L('display'), L('error'), L('limit'), L('code'), L('llm_call'), L('final'), L('done')], { $id: 'EventType', description: 'SSE event name' })
+
+const MimeBundle = Type.Record(Type.String(), Type.Unknown(), { description: 'MIME type → content (image/png is base64)' })
+
+/** Every event of an execution: `type` is the SSE event name, `id` the resumable position. */
+export const Event = Type.Object({
+  id: Type.String({ description: 'Position in the execution\'s event log (SSE id)' }),
+  type: ref(EventType),
+  state: Type.Optional(Type.String()),
+  execution_id: Type.Optional(Type.String()),
+  text: Type.Optional(Type.String()),
+  execution_count: Type.Optional(Type.Integer()),
+  data: Type.Optional(MimeBundle),
+  metadata: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+  ename: Type.Optional(Type.String()),
+  evalue: Type.Optional(Type.String()),
+  traceback: Type.Optional(Type.Array(Type.String())),
+  what: Type.Optional(Type.String()),
+  dropped_bytes: Type.Optional(Type.Integer()),
+  delta: Type.Optional(Type.String()),
+  prompts: Type.Optional(Type.Integer()),
+  model: Type.Optional(Type.String()),
+  value: Type.Optional(Type.String()),
+  status: Type.Optional(ref(DoneStatus)),
+  duration_ms: Type.Optional(Type.Number()),
+}, { $id: 'Event', description: 'One event; fields present depend on type (see the README\'s event table)' })
+
+export const Execution = Type.Object({
+  id: ExecutionId,
+  session_id: SessionId,
+  status: ref(ExecutionStatus),
+  created_at: Type.String({ format: 'date-time' }),
+  started_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+  ended_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+  duration_ms: Type.Union([Type.Number(), Type.Null()]),
+  execution_count: Type.Union([Type.Integer(), Type.Null()]),
+  events: Type.Array(ref(Event)),
+}, { $id: 'Execution' })
+
+export const Problem = Type.Object({
+  type: Type.String(),
+  title: Type.String(),
+  status: Type.Integer(),
+  detail: Type.String(),
+  code: Type.String({ description: 'Stable machine-readable error code' }),
+}, { $id: 'Problem', additionalProperties: true })
+
+export type SessionT = Static<typeof Session>
+export type LimitsT = Static<typeof Limits>
+export type CreateSessionBodyT = Static<typeof CreateSessionBody>
+export type ExecutionT = Static<typeof Execution>
+export type EventT = Static<typeof Event>
+export type DoneStatusT = Static<typeof DoneStatus>
+export type ExecutionStatusT = Static<typeof ExecutionStatus>
+export type SessionStatusT = Static<typeof SessionStatus>
+export type RuntimeT = Static<typeof Runtime>

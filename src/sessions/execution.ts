@@ -1,0 +1,44 @@
+// One execution's life on the instance running it: REPL frames become events in the
+// execution's log, in order; a timeout interrupts, then kills; exactly one `done` is written.
+import type { DoneStatusT } from '../schemas.js'
+import type { ReplFrame } from '../repl/protocol.js'
+
+export type EventPayload = { type: string; [k: string]: unknown }
+
+/** Maps a REPL frame to the API event it becomes (null: not shown to clients). */
+export function frameToEvent(f: ReplFrame): EventPayload | null {
+  const seq = typeof f.seq === 'number' ? { seq: f.seq } : {}
+  switch (f.type) {
+    case 'stream': return { type: f.name === 'stderr' ? 'stderr' : 'stdout', text: String(f.text ?? ''), ...seq }
+    case 'result': return { type: 'result', execution_count: f.execution_count, data: f.data ?? {}, ...seq }
+    case 'display': return { type: 'display', data: f.data ?? {}, metadata: f.metadata ?? {}, ...seq }
+    case 'error': return { type: 'error', ename: String(f.ename ?? 'Error'), evalue: String(f.evalue ?? ''), traceback: Array.isArray(f.traceback) ? f.traceback.map(String) : [], ...seq }
+    case 'limit': return { type: 'limit', what: String(f.what ?? 'output'), dropped_bytes: Number(f.dropped_bytes ?? 0), ...seq }
+    case 'final': return { type: 'final', value: String(f.value ?? ''), ...seq }
+    case 'llm_request': return { type: 'llm_call', prompts: Array.isArray(f.prompts) ? f.prompts.length : 0, model: typeof f.model === 'string' ? f.model : '', ...seq }
+    default: return null
+  }
+}
+
+export interface PendingExecution {
+  id: string
+  code: string
+  timeoutMs: number
+  /** 'execute' runs `code`; 'stream' is driven by the agent through the REPL client. */
+  kind: 'execute' | 'stream'
+  /** Set when the host decided the ending (timeout, kill); the REPL's own status is then overridden. */
+  forcedStatus: DoneStatusT | null
+  startedAt: number
+  /** Whether its first status event already said `running` (it did not wait in the queue). */
+  announcedRunning: boolean
+  ended: boolean
+  timers: NodeJS.Timeout[]
+  /** Serialises appends so events keep their order. */
+  chain: Promise<unknown>
+  onStart?: () => void
+  onDone?: (status: DoneStatusT) => void
+}
+
+export function newPendingExecution(id: string, code: string, timeoutMs: number, kind: 'execute' | 'stream' = 'execute'): PendingExecution {
+  return { id, code, timeoutMs, kind, forcedStatus: null, startedAt: 0, announcedRunning: false, ended: false, timers: [], chain: Promise.resolve() }
+}

@@ -1,0 +1,544 @@
+// The session service: the one module that combines Docker sandboxes, REPL clients and the
+// Redis store. Executions run on the instance that holds the session's lease; their events
+// go to Redis, from where any instance serves them.
+import type { Logger } from 'pino'
+import type { Config } from '../config.js'
+import { AppError } from '../errors.js'
+import type { CreateSessionBodyT, DoneStatusT, ExecutionT, SessionT } from '../schemas.js'
+import type { DockerSandboxDriver, SandboxHandle } from '../sandbox/docker-driver.js'
+import { ReplClient } from '../repl/repl-client.js'
+import type { LlmRequestFrame, ReplFrame } from '../repl/protocol.js'
+import type { EventFeed } from '../store/event-feed.js'
+import type { ExecutionRecord, LoggedEvent, RedisStore, SessionRecord } from '../store/redis-store.js'
+import { newId } from './ids.js'
+import { frameToEvent, newPendingExecution, type EventPayload, type PendingExecution } from './execution.js'
+import type { Metrics } from './metrics.js'
+
+const FAR_FUTURE_MS = 8.64e15
+const iso = (ms: number) => new Date(ms).toISOString()
+
+interface LiveSession {
+  id: string
+  tenant: string
+  containerId: string
+  client: ReplClient
+  generation: number
+  queue: PendingExecution[]
+  running: PendingExecution | null
+  /** True while the host itself stops the container (restart, delete), so the exit is expected. */
+  stopping: boolean
+}
+
+export interface SessionServiceDeps {
+  config: Config
+  store: RedisStore
+  feed: EventFeed
+  driver: DockerSandboxDriver
+  log: Logger
+  metrics: Metrics
+  /** Answers llm_query/llm_batch calls made by sandbox code (the agent module); absent = they fail with a clear error. */
+  onLlmRequest?: (ctx: LlmRequestContext, frame: LlmRequestFrame) => void
+}
+
+export interface LlmRequestContext { sessionId: string; tenant: string; client: ReplClient; append: (execId: string, event: EventPayload) => Promise<string> }
+
+export class SessionService {
+  private readonly live = new Map<string, LiveSession>()
+  private readonly adopting = new Map<string, Promise<LiveSession>>()
+  private readonly timers: NodeJS.Timeout[] = []
+  private runtimes: Set<string> | null = null
+  private closing = false
+  private readonly config: Config
+  private readonly store: RedisStore
+  private readonly driver: DockerSandboxDriver
+  private readonly log: Logger
+
+  constructor(private readonly deps: SessionServiceDeps) {
+    this.config = deps.config
+    this.store = deps.store
+    this.driver = deps.driver
+    this.log = deps.log
+  }
+
+  // ---------- lifecycle ----------
+
+  /** Removes leftover containers, re-adopts this instance's sessions, starts the reaper and lease renewal. */
+  async start(): Promise<void> {
+    await this.removeOrphans()
+    for (const sid of await this.store.instanceSessionIds(this.config.instanceId)) {
+      const rec = await this.store.getSession(sid)
+      if (!rec) { await this.store.removeInstanceSession(this.config.instanceId, sid); continue }
+      if (rec.status === 'dead') continue
+      await this.ensureLocal(rec).catch((err) => this.log.warn({ err, sessionId: sid }, 'could not re-adopt session'))
+    }
+    this.every(this.config.REAPER_INTERVAL_MS, () => this.reapDue())
+    this.every(Math.floor(this.config.LEASE_TTL_MS / 3), () => this.store.renewLeases([...this.live.keys()], this.config.instanceId, this.config.LEASE_TTL_MS))
+  }
+
+  /** Detaches from every sandbox (they stay for re-adoption) and stops timers. Running executions keep running in their sandboxes. */
+  async close(): Promise<void> {
+    this.closing = true
+    for (const t of this.timers) clearInterval(t)
+    for (const s of this.live.values()) { s.stopping = true; s.client.close() }
+    this.live.clear()
+  }
+
+  private every(ms: number, fn: () => Promise<unknown>): void {
+    let busy = false
+    const t = setInterval(() => {
+      if (busy || this.closing) return
+      busy = true
+      fn().catch((err) => this.log.warn({ err }, 'background task failed')).finally(() => { busy = false })
+    }, ms)
+    t.unref()
+    this.timers.push(t)
+  }
+
+  // ---------- sessions ----------
+
+  async create(tenant: string, body: CreateSessionBodyT): Promise<SessionT> {
+    const c = this.config
+    const limits = {
+      memory_mb: body.limits?.memory_mb ?? c.SANDBOX_MEMORY_MB,
+      cpus: body.limits?.cpus ?? c.SANDBOX_CPUS,
+      pids: body.limits?.pids ?? c.SANDBOX_PIDS,
+    }
+    if (limits.memory_mb > c.MAX_MEMORY_MB) throw limitError('limits.memory_mb', c.MAX_MEMORY_MB)
+    if (limits.cpus > c.MAX_CPUS) throw limitError('limits.cpus', c.MAX_CPUS)
+    if (limits.pids > c.MAX_PIDS) throw limitError('limits.pids', c.MAX_PIDS)
+    const idle = body.idle_timeout_s ?? c.IDLE_TIMEOUT_S
+    if (idle > c.MAX_IDLE_TIMEOUT_S) throw limitError('idle_timeout_s', c.MAX_IDLE_TIMEOUT_S)
+    const runtime = body.runtime ?? c.SANDBOX_RUNTIME
+    if (!(await this.availableRuntimes()).has(runtime)) throw new AppError('runtime_unavailable', `runtime ${runtime} is not registered with the Docker engine`)
+    if ((await this.store.countTenantSessions(tenant)) >= c.TENANT_MAX_SESSIONS) {
+      throw new AppError('quota_exceeded', `tenant already has ${c.TENANT_MAX_SESSIONS} sessions (the maximum); delete one first`, { headers: { 'retry-after': '10' } })
+    }
+    const now = Date.now()
+    const rec: SessionRecord = {
+      id: newId('ses'), tenant, status: 'starting', created_at: now, last_active_at: now, idle_timeout_s: idle,
+      runtime, limits, metadata: body.metadata ?? {}, env: body.env ?? {}, container_id: '', execution_count: 0,
+    }
+    // The deadline covers start-up too, so a crash mid-create still gets the session reaped.
+    await this.store.createSession(rec, now + idle * 1000 + c.SANDBOX_START_TIMEOUT_MS)
+    const log = this.log.child({ sessionId: rec.id, tenant })
+    const t0 = performance.now()
+    let handle: SandboxHandle | null = null
+    try {
+      handle = await this.driver.create({
+        sessionId: rec.id, tenant, instance: c.instanceId, deployment: c.REPLCAST_DEPLOYMENT, image: c.SANDBOX_IMAGE,
+        runtime, user: c.SANDBOX_USER, memoryMb: limits.memory_mb, cpus: limits.cpus, pids: limits.pids,
+        workspaceMb: c.SANDBOX_WORKSPACE_MB, tmpMb: c.SANDBOX_TMP_MB, nofile: c.SANDBOX_NOFILE,
+        maxStreamBytes: c.MAX_STREAM_BYTES, maxImageBytes: c.MAX_IMAGE_BYTES, env: rec.env,
+      })
+      rec.container_id = handle.containerId
+      await this.store.updateSession(rec.id, { container_id: handle.containerId })
+      const live = this.attachLive(rec, handle, false)
+      await live.client.ready
+      await this.store.acquireLease(rec.id, c.instanceId, c.LEASE_TTL_MS)
+      await this.store.addInstanceSession(c.instanceId, rec.id)
+      rec.status = 'ready'
+      if (!(await this.store.updateSession(rec.id, { status: 'ready' }))) throw new AppError('session_not_found', 'the session was deleted while starting')
+      await this.store.setDeadline(rec.id, Date.now() + idle * 1000)
+      this.deps.metrics.sessionCreateSeconds.observe((performance.now() - t0) / 1000)
+      log.info({ containerId: handle.containerId, runtime }, 'session created')
+      return toSession(rec)
+    } catch (err) {
+      log.error({ err }, 'session start failed')
+      this.live.get(rec.id)?.client.close()
+      this.live.delete(rec.id)
+      if (handle) await this.driver.remove(handle.containerId).catch(() => undefined)
+      await this.store.deleteSession(rec)
+      if (err instanceof AppError) throw err
+      throw new AppError('sandbox_failed', 'the sandbox could not be started', { cause: err })
+    }
+  }
+
+  async get(tenant: string, id: string): Promise<SessionT> {
+    return toSession(await this.record(tenant, id))
+  }
+
+  /** The tenant's sessions ordered by id; `cursor` is the last id of the previous page. */
+  async list(tenant: string, limit: number, cursor?: string): Promise<{ sessions: SessionT[]; next_cursor: string | null }> {
+    const ids = (await this.store.tenantSessionIds(tenant)).filter((id) => !cursor || id > cursor)
+    const page = ids.slice(0, limit)
+    const recs = await Promise.all(page.map((id) => this.store.getSession(id)))
+    return {
+      sessions: recs.filter((r): r is SessionRecord => r !== null).map(toSession),
+      next_cursor: ids.length > limit ? page[page.length - 1] ?? null : null,
+    }
+  }
+
+  async delete(tenant: string, id: string): Promise<void> {
+    const rec = await this.record(tenant, id)
+    await this.destroy(rec, 'killed')
+    this.log.info({ sessionId: id, tenant }, 'session deleted')
+  }
+
+  /** Ends every execution, removes the container and the session's state. Safe to call twice. */
+  private async destroy(rec: SessionRecord, status: DoneStatusT): Promise<void> {
+    const live = this.live.get(rec.id)
+    if (live) {
+      live.stopping = true
+      await this.endAll(live, status)
+      live.client.close()
+      this.live.delete(rec.id)
+    }
+    if (rec.container_id) await this.driver.remove(rec.container_id)
+    await this.store.deleteSession(rec)
+    await this.store.removeInstanceSession(this.config.instanceId, rec.id)
+  }
+
+  async restart(tenant: string, id: string): Promise<SessionT> {
+    const rec = await this.record(tenant, id)
+    if (!rec.container_id) throw new AppError('session_dead', 'the session has no sandbox')
+    let live = this.live.get(id)
+    if (live) {
+      live.stopping = true
+      await this.endAll(live, 'killed')
+      live.client.close()
+      this.live.delete(id)
+    } else {
+      await this.claimLease(rec)
+    }
+    await this.store.updateSession(id, { status: 'starting' })
+    try {
+      const handle = await this.driver.restart(rec.container_id, id)
+      live = this.attachLive(rec, handle, false)
+      await live.client.ready
+    } catch (err) {
+      await this.markDead(id)
+      throw new AppError('sandbox_failed', 'the sandbox could not be restarted', { cause: err })
+    }
+    await this.store.addInstanceSession(this.config.instanceId, id)
+    await this.store.updateSession(id, { status: 'ready', execution_count: 0, last_active_at: Date.now() })
+    await this.store.setDeadline(id, Date.now() + rec.idle_timeout_s * 1000)
+    this.log.info({ sessionId: id, tenant }, 'session restarted')
+    return this.get(tenant, id)
+  }
+
+  // ---------- executions ----------
+
+  /** Queues code for the session; resolves with the execution id once its first event is logged. */
+  async submit(tenant: string, sid: string, code: string, timeoutS?: number): Promise<string> {
+    const timeout = timeoutS ?? this.config.EXEC_TIMEOUT_S
+    if (timeout > this.config.MAX_EXEC_TIMEOUT_S) throw limitError('timeout_s', this.config.MAX_EXEC_TIMEOUT_S)
+    const rec = await this.record(tenant, sid)
+    const live = await this.usable(rec)
+    const ex = newPendingExecution(newId('exe'), code, timeout * 1000)
+    await this.enqueue(live, ex)
+    return ex.id
+  }
+
+  /** Queues an execution object driven by the caller (the agent's streamed code). */
+  async enqueue(live: LiveSession, ex: PendingExecution): Promise<void> {
+    const busy = live.running !== null
+    if (busy && live.queue.length >= this.config.EXEC_QUEUE_DEPTH) {
+      throw new AppError('queue_full', `${live.queue.length} executions are already waiting in this session (the maximum is ${this.config.EXEC_QUEUE_DEPTH})`)
+    }
+    if (!(await this.store.acquireRunningSlot(live.tenant, this.config.TENANT_MAX_CONCURRENT_EXECUTIONS))) {
+      throw new AppError('quota_exceeded', `tenant has ${this.config.TENANT_MAX_CONCURRENT_EXECUTIONS} executions queued or running (the maximum)`, { headers: { 'retry-after': '1' } })
+    }
+    const now = Date.now()
+    await this.store.createExecution({ id: ex.id, session_id: live.id, tenant: live.tenant, status: 'queued', created_at: now, started_at: null, ended_at: null, duration_ms: null, execution_count: null })
+    ex.announcedRunning = !busy
+    await this.append(live.id, ex.id, { type: 'status', state: busy ? 'queued' : 'running', execution_id: ex.id })
+    live.queue.push(ex)
+    this.deps.metrics.executionsQueued.inc()
+    void this.runNext(live)
+  }
+
+  async interrupt(tenant: string, sid: string): Promise<void> {
+    const rec = await this.record(tenant, sid)
+    const live = this.live.get(sid) ?? (rec.status === 'dead' ? null : await this.ensureLocal(rec))
+    const ex = live?.running
+    if (!live || !ex) throw new AppError('nothing_running', 'no execution is running in this session')
+    this.interruptRunning(live, ex, 'interrupted')
+  }
+
+  async getExecution(tenant: string, sid: string, eid: string): Promise<ExecutionT> {
+    const rec = await this.execRecord(tenant, sid, eid)
+    const events: LoggedEvent[] = []
+    for (let page = await this.store.readEvents(sid, eid, ''); page.length; page = await this.store.readEvents(sid, eid, page[page.length - 1]!.id)) events.push(...page)
+    return toExecution(rec, events)
+  }
+
+  /** Checks access and returns the record; 404 when it is missing or another tenant's. */
+  async execRecord(tenant: string, sid: string, eid: string): Promise<ExecutionRecord> {
+    await this.record(tenant, sid)
+    const rec = await this.store.getExecution(sid, eid)
+    if (!rec || rec.tenant !== tenant) throw new AppError('execution_not_found', `no execution ${eid} in session ${sid}`)
+    return rec
+  }
+
+  /** Streams an execution's events after `afterId` until its `done` (see EventFeed.follow). */
+  follow(sid: string, eid: string, afterId: string, onEvent: (e: LoggedEvent) => Promise<void> | void, signal: AbortSignal): Promise<boolean> {
+    return this.deps.feed.follow(sid, eid, afterId, onEvent, signal)
+  }
+
+  /** How many events follow `afterId` (0 when it is the last). */
+  async eventsAfter(sid: string, eid: string, afterId: string): Promise<number> {
+    return (await this.store.readEvents(sid, eid, afterId, 1)).length
+  }
+
+  /** Waits for an execution's end (for JSON clients) and returns it whole. */
+  async waitExecution(tenant: string, sid: string, eid: string, signal: AbortSignal): Promise<ExecutionT> {
+    await this.follow(sid, eid, '', () => undefined, signal)
+    return this.getExecution(tenant, sid, eid)
+  }
+
+  private async runNext(live: LiveSession): Promise<void> {
+    if (live.running || this.live.get(live.id) !== live) return
+    const ex = live.queue.shift()
+    if (!ex) return
+    live.running = ex
+    ex.startedAt = Date.now()
+    const log = this.log.child({ sessionId: live.id, executionId: ex.id })
+    try {
+      await this.store.updateSession(live.id, { status: 'busy', last_active_at: ex.startedAt })
+      await this.store.setDeadline(live.id, FAR_FUTURE_MS)
+      await this.store.updateExecution(live.id, ex.id, { status: 'running', started_at: ex.startedAt })
+      if (!ex.announcedRunning) await this.append(live.id, ex.id, { type: 'status', state: 'running', execution_id: ex.id })
+    } catch (err) {
+      log.error({ err }, 'could not start execution')
+      await this.finish(live, ex, 'killed')
+      return
+    }
+    ex.timers.push(unrefTimer(ex.timeoutMs, () => this.interruptRunning(live, ex, 'timeout')))
+    const sink = (f: ReplFrame) => this.onFrame(live, ex, f)
+    const opts = { max_stream_bytes: this.config.MAX_STREAM_BYTES, max_image_bytes: this.config.MAX_IMAGE_BYTES }
+    if (ex.kind === 'stream') { live.client.streamBegin(ex.id, sink, opts); ex.onStart?.() }
+    else live.client.execute(ex.id, ex.code, sink, opts)
+    log.debug('execution started')
+  }
+
+  private onFrame(live: LiveSession, ex: PendingExecution, f: ReplFrame): void {
+    if (ex.ended) return
+    if (f.type === 'done') {
+      const reported = (['ok', 'error', 'interrupted'] as const).find((s) => s === f.status) ?? 'error'
+      void this.finish(live, ex, ex.forcedStatus ?? reported, typeof f.execution_count === 'number' ? f.execution_count : undefined)
+      return
+    }
+    const event = frameToEvent(f)
+    if (event) ex.chain = ex.chain.then(() => this.append(live.id, ex.id, event)).catch((err) => this.log.error({ err }, 'event append failed'))
+  }
+
+  /** Interrupt, then SIGKILL after the grace period if the REPL does not end the execution. */
+  private interruptRunning(live: LiveSession, ex: PendingExecution, reason: 'interrupted' | 'timeout'): void {
+    if (ex.ended) return
+    if (reason === 'timeout') ex.forcedStatus = 'timeout'
+    live.client.interrupt()
+    ex.timers.push(unrefTimer(this.config.INTERRUPT_GRACE_MS, () => {
+      if (ex.ended) return
+      this.log.warn({ sessionId: live.id, executionId: ex.id }, 'REPL ignored the interrupt; killing the sandbox')
+      ex.forcedStatus = reason === 'timeout' ? 'timeout' : 'killed'
+      void this.driver.kill(live.containerId)
+    }))
+  }
+
+  private async finish(live: LiveSession, ex: PendingExecution, status: DoneStatusT, executionCount?: number): Promise<void> {
+    if (ex.ended) return
+    ex.ended = true
+    for (const t of ex.timers) clearTimeout(t)
+    live.client.forget(ex.id)
+    const end = Date.now()
+    const started = ex.startedAt || end
+    const duration = end - started
+    await ex.chain
+    try {
+      await this.append(live.id, ex.id, { type: 'done', status, ...(executionCount !== undefined ? { execution_count: executionCount } : {}), duration_ms: duration })
+      await this.store.updateExecution(live.id, ex.id, { status, ended_at: end, duration_ms: duration, execution_count: executionCount ?? null, ...(ex.startedAt ? {} : { started_at: null }) })
+      await this.store.expireExecution(live.id, ex.id)
+      await this.store.releaseRunningSlot(live.tenant)
+    } catch (err) {
+      this.log.error({ err, sessionId: live.id, executionId: ex.id }, 'could not record the end of an execution')
+    }
+    this.deps.metrics.executions.inc({ status })
+    this.deps.metrics.executionSeconds.observe(duration / 1000)
+    ex.onDone?.(status)
+    if (live.running === ex) live.running = null
+    else live.queue = live.queue.filter((q) => q !== ex)
+    if (this.live.get(live.id) === live && !live.stopping) {
+      const rec = await this.store.getSession(live.id)
+      if (rec && rec.status !== 'dead') {
+        await this.store.updateSession(live.id, { status: live.queue.length ? 'busy' : 'ready', last_active_at: end, ...(executionCount !== undefined ? { execution_count: executionCount } : {}) })
+        await this.store.setDeadline(live.id, end + rec.idle_timeout_s * 1000)
+      }
+      void this.runNext(live)
+    }
+  }
+
+  /** Ends the running and queued executions with `status` (the sandbox is going away). */
+  private async endAll(live: LiveSession, status: DoneStatusT): Promise<void> {
+    const all = [...(live.running ? [live.running] : []), ...live.queue]
+    await Promise.all(all.map((ex) => this.finish(live, ex, ex.forcedStatus ?? status)))
+  }
+
+  async append(sid: string, eid: string, event: EventPayload): Promise<string> {
+    const id = await this.store.appendEvent(sid, eid, event)
+    this.deps.feed.notify(sid, eid)
+    return id
+  }
+
+  // ---------- local attachment, adoption, death ----------
+
+  private attachLive(rec: SessionRecord, handle: SandboxHandle, adopted: boolean): LiveSession {
+    const prev = this.live.get(rec.id)
+    const client = new ReplClient(handle.transport, this.log.child({ sessionId: rec.id }), { readyTimeoutMs: this.config.SANDBOX_START_TIMEOUT_MS, expectReady: !adopted })
+    const live: LiveSession = { id: rec.id, tenant: rec.tenant, containerId: handle.containerId, client, generation: (prev?.generation ?? 0) + 1, queue: [], running: null, stopping: false }
+    this.live.set(rec.id, live)
+    const onLlm = this.deps.onLlmRequest
+    if (onLlm) client.onLlmRequest((f) => onLlm({ sessionId: rec.id, tenant: rec.tenant, client, append: (eid, e) => this.append(rec.id, eid, e) }, f))
+    const onGone = async () => {
+      if (live.stopping || this.closing || this.live.get(rec.id) !== live) return
+      const exit = await Promise.race([handle.exited, this.driver.inspectExit(handle.containerId)])
+      if ('running' in exit && exit.running) {
+        // Only the attach stream broke: re-attach to the still-running REPL.
+        this.log.warn({ sessionId: rec.id }, 'attach stream closed; re-attaching')
+        this.live.delete(rec.id)
+        await this.adoptRunning(rec).catch(() => this.markDead(rec.id))
+        return
+      }
+      live.stopping = true
+      const status: DoneStatusT = exit.oomKilled ? 'oom' : 'killed'
+      this.log.warn({ sessionId: rec.id, exitCode: exit.exitCode, oomKilled: exit.oomKilled }, 'sandbox exited')
+      await this.endAll(live, status)
+      this.live.delete(rec.id)
+      await this.markDead(rec.id)
+    }
+    client.onClose(() => { void onGone() })
+    void handle.exited.then(() => { if (!live.stopping) live.client.close() })
+    return live
+  }
+
+  private async markDead(sid: string): Promise<void> {
+    await this.store.updateSession(sid, { status: 'dead' })
+    await this.store.removeInstanceSession(this.config.instanceId, sid)
+  }
+
+  /** A session the caller can run code in: attached here, alive. */
+  private async usable(rec: SessionRecord): Promise<LiveSession> {
+    if (rec.status === 'dead') throw new AppError('session_dead', 'the session\'s sandbox has died; restart it or create a new session')
+    return this.live.get(rec.id) ?? this.ensureLocal(rec)
+  }
+
+  /** Attaches this instance to a session whose lease is free or already ours (after a restart). */
+  private ensureLocal(rec: SessionRecord): Promise<LiveSession> {
+    const existing = this.live.get(rec.id)
+    if (existing) return Promise.resolve(existing)
+    let p = this.adopting.get(rec.id)
+    if (!p) {
+      p = this.adoptRunning(rec).finally(() => this.adopting.delete(rec.id))
+      this.adopting.set(rec.id, p)
+    }
+    return p
+  }
+
+  private async adoptRunning(rec: SessionRecord): Promise<LiveSession> {
+    await this.claimLease(rec)
+    const state = rec.container_id ? await this.driver.inspectExit(rec.container_id) : { running: false, oomKilled: false, exitCode: null }
+    if (!state.running) {
+      await this.markDead(rec.id)
+      await this.endOrphanedExecutions(rec, state.oomKilled ? 'oom' : 'killed')
+      throw new AppError('session_dead', 'the session\'s sandbox is gone; restart it or create a new session')
+    }
+    const handle = await this.driver.adopt(rec.container_id, rec.id)
+    const live = this.attachLive(rec, handle, true)
+    await live.client.request('ping', {}, 5000)
+    await this.store.addInstanceSession(this.config.instanceId, rec.id)
+    await this.endOrphanedExecutions(rec, 'killed')
+    if (rec.status === 'busy') await this.store.updateSession(rec.id, { status: 'ready' })
+    this.log.info({ sessionId: rec.id }, 'session adopted')
+    return live
+  }
+
+  private async claimLease(rec: SessionRecord): Promise<void> {
+    const holder = await this.store.acquireLease(rec.id, this.config.instanceId, this.config.LEASE_TTL_MS)
+    if (holder !== this.config.instanceId) throw new AppError('session_elsewhere', `the session is attached to API instance ${holder}; route requests for it there`)
+  }
+
+  /** Executions left unfinished by an instance that died: their events stop with a `done`. */
+  private async endOrphanedExecutions(rec: SessionRecord, status: DoneStatusT): Promise<void> {
+    const eids = await this.store.redis.lrange(this.store.keys.sessionExecutions(rec.id), 0, 20)
+    for (const eid of eids) {
+      const ex = await this.store.getExecution(rec.id, eid)
+      if (!ex || (ex.status !== 'queued' && ex.status !== 'running')) continue
+      const end = Date.now()
+      await this.append(rec.id, eid, { type: 'error', ename: 'ReplcastError', evalue: 'the API instance running this execution stopped; its remaining output was lost', traceback: [] })
+      await this.append(rec.id, eid, { type: 'done', status, duration_ms: end - (ex.started_at ?? ex.created_at) })
+      await this.store.updateExecution(rec.id, eid, { status, ended_at: end })
+      await this.store.expireExecution(rec.id, eid)
+      await this.store.releaseRunningSlot(rec.tenant)
+    }
+  }
+
+  // ---------- reaping and orphans ----------
+
+  private async reapDue(): Promise<void> {
+    for (const sid of await this.store.claimDue(Date.now())) {
+      const rec = await this.store.getSession(sid)
+      if (!rec) continue
+      const deadline = rec.last_active_at + rec.idle_timeout_s * 1000
+      if (rec.status === 'busy' || deadline > Date.now()) { await this.store.restoreDeadline(sid, Math.max(deadline, Date.now() + 1000)); continue }
+      this.log.info({ sessionId: sid, tenant: rec.tenant }, 'reaping idle session')
+      await this.destroy(rec, 'killed')
+      this.deps.metrics.sessionsReaped.inc()
+    }
+  }
+
+  private async removeOrphans(): Promise<void> {
+    const known = await this.store.allSessionIds()
+    for (const c of await this.driver.listManaged(this.config.REPLCAST_DEPLOYMENT)) {
+      if (known.has(c.sessionId)) continue
+      this.log.warn({ containerId: c.id, sessionId: c.sessionId }, 'removing a sandbox unknown to Redis')
+      await this.driver.remove(c.id)
+    }
+  }
+
+  // ---------- helpers ----------
+
+  private async record(tenant: string, id: string): Promise<SessionRecord> {
+    const rec = await this.store.getSession(id)
+    if (!rec || rec.tenant !== tenant) throw new AppError('session_not_found', `no session ${id}`)
+    return rec
+  }
+
+  async liveSession(tenant: string, id: string): Promise<LiveSession> {
+    return this.usable(await this.record(tenant, id))
+  }
+
+  private async availableRuntimes(): Promise<Set<string>> {
+    if (!this.runtimes) this.runtimes = await this.driver.runtimes()
+    return this.runtimes
+  }
+
+  localSessionCount(): number { return this.live.size }
+}
+
+export type { LiveSession }
+
+function limitError(name: string, max: number): AppError {
+  return new AppError('limit_exceeded', `${name} is above the allowed maximum of ${max}`, { extra: { limit: name, maximum: max } })
+}
+
+function unrefTimer(ms: number, fn: () => void): NodeJS.Timeout {
+  const t = setTimeout(fn, ms)
+  t.unref()
+  return t
+}
+
+export function toSession(r: SessionRecord): SessionT {
+  return {
+    id: r.id, status: r.status, created_at: iso(r.created_at), last_active_at: iso(r.last_active_at),
+    expires_at: iso(r.last_active_at + r.idle_timeout_s * 1000), idle_timeout_s: r.idle_timeout_s,
+    runtime: r.runtime, limits: r.limits, metadata: r.metadata, execution_count: r.execution_count ?? 0,
+  }
+}
+
+function toExecution(r: ExecutionRecord, events: LoggedEvent[]): ExecutionT {
+  return {
+    id: r.id, session_id: r.session_id, status: r.status as ExecutionT['status'], created_at: iso(r.created_at),
+    started_at: r.started_at ? iso(r.started_at) : null, ended_at: r.ended_at ? iso(r.ended_at) : null,
+    duration_ms: r.duration_ms, execution_count: r.execution_count,
+    events: events.map(({ seq: _seq, ...e }) => e) as ExecutionT['events'],
+  }
+}

@@ -1,0 +1,114 @@
+// Wakes readers of execution event logs when new events arrive: at once for events
+// appended by this process, and through one XREAD BLOCK connection for events appended
+// by other API instances. Readers re-read the stream themselves, so a wake-up is only a hint.
+import type { Redis } from 'ioredis'
+import type { Logger } from 'pino'
+import type { LoggedEvent, RedisStore } from './redis-store.js'
+
+const BLOCK_MS = 5000
+
+export class EventFeed {
+  private readonly watchers = new Map<string, Set<() => void>>()
+  private readonly seen = new Map<string, string>()
+  private blockingId: number | null = null
+  private running = false
+  private loopDone: Promise<void> | null = null
+
+  constructor(private readonly store: RedisStore, private readonly blocking: Redis, private readonly log: Logger) {}
+
+  start(): void {
+    if (this.running) return
+    this.running = true
+    this.loopDone = this.loop()
+  }
+
+  async stop(): Promise<void> {
+    this.running = false
+    await this.unblock()
+    await this.loopDone
+  }
+
+  /** Wakes every reader of this execution's log. */
+  notify(sid: string, eid: string): void {
+    for (const cb of this.watchers.get(this.store.keys.events(sid, eid)) ?? []) cb()
+  }
+
+  private watch(key: string, cb: () => void): () => void {
+    let set = this.watchers.get(key)
+    const isNew = !set
+    if (!set) this.watchers.set(key, (set = new Set()))
+    set.add(cb)
+    if (isNew) { this.seen.set(key, '0-0'); void this.unblock() }
+    return () => {
+      set.delete(cb)
+      if (set.size === 0) { this.watchers.delete(key); this.seen.delete(key) }
+    }
+  }
+
+  /**
+   * Calls `onEvent` for every event after `afterId`, in order and once each, until the `done`
+   * event or until `signal` aborts. Resolves true when `done` was delivered.
+   */
+  async follow(sid: string, eid: string, afterId: string, onEvent: (e: LoggedEvent) => Promise<void> | void, signal: AbortSignal): Promise<boolean> {
+    let last = afterId
+    let dirty = true
+    let wake: (() => void) | null = null
+    const unwatch = this.watch(this.store.keys.events(sid, eid), () => { dirty = true; wake?.() })
+    const onAbort = () => wake?.()
+    signal.addEventListener('abort', onAbort)
+    try {
+      while (!signal.aborted) {
+        if (!dirty) {
+          await new Promise<void>((resolve) => {
+            wake = resolve
+            const t = setTimeout(resolve, BLOCK_MS * 2) // belt and braces against a lost wake-up
+            t.unref()
+          })
+          wake = null
+          continue
+        }
+        dirty = false
+        const events = await this.store.readEvents(sid, eid, last)
+        for (const e of events) {
+          if (signal.aborted) return false
+          await onEvent(e)
+          last = e.id
+          if (e.type === 'done') return true
+        }
+        if (events.length > 0) dirty = true // there may be more than one page
+      }
+      return false
+    } finally {
+      signal.removeEventListener('abort', onAbort)
+      unwatch()
+    }
+  }
+
+  private async unblock(): Promise<void> {
+    if (this.blockingId === null) return
+    try { await this.store.redis.client('UNBLOCK', this.blockingId) } catch { /* not blocked */ }
+  }
+
+  private async loop(): Promise<void> {
+    try { this.blockingId = Number(await this.blocking.client('ID')) } catch (err) { this.log.warn({ err }, 'event feed: no client id') }
+    while (this.running) {
+      const keys = [...this.watchers.keys()]
+      if (keys.length === 0) {
+        await new Promise<void>((r) => { const t = setTimeout(r, 200); t.unref() })
+        continue
+      }
+      try {
+        const res = await this.blocking.xread('COUNT', 1000, 'BLOCK', BLOCK_MS, 'STREAMS', ...keys, ...keys.map((k) => this.seen.get(k) ?? '0-0'))
+        for (const [key, entries] of res ?? []) {
+          const lastEntry = entries[entries.length - 1]
+          if (lastEntry && this.watchers.has(key)) this.seen.set(key, lastEntry[0])
+          for (const cb of this.watchers.get(key) ?? []) cb()
+        }
+      } catch (err) {
+        if (!this.running) break
+        this.log.warn({ err }, 'event feed: XREAD failed, retrying')
+        await new Promise<void>((r) => { const t = setTimeout(r, 500); t.unref() })
+      }
+    }
+  }
+}

@@ -1,0 +1,229 @@
+// Redis is the only shared state: sessions, idle deadlines, leases, executions and
+// their event logs (one Redis Stream per execution; stream ids are the SSE ids).
+import type { Redis } from 'ioredis'
+import { redisKeys, type RedisKeys } from './keys.js'
+
+export interface SessionRecord {
+  id: string
+  tenant: string
+  status: 'starting' | 'ready' | 'busy' | 'dead'
+  created_at: number
+  last_active_at: number
+  idle_timeout_s: number
+  runtime: 'runc' | 'runsc'
+  limits: { memory_mb: number; cpus: number; pids: number }
+  metadata: Record<string, string>
+  env: Record<string, string>
+  container_id: string
+  execution_count: number
+}
+
+export interface ExecutionRecord {
+  id: string
+  session_id: string
+  tenant: string
+  status: string
+  created_at: number
+  started_at: number | null
+  ended_at: number | null
+  duration_ms: number | null
+  execution_count: number | null
+}
+
+export interface LoggedEvent { id: string; type: string; [k: string]: unknown }
+
+const JSON_FIELDS = new Set(['limits', 'metadata', 'env'])
+const NUM_FIELDS = new Set(['created_at', 'last_active_at', 'idle_timeout_s', 'execution_count', 'started_at', 'ended_at', 'duration_ms'])
+
+function toHash(obj: object): Record<string, string> {
+  const out: Record<string, string> = {}
+  for (const [k, v] of Object.entries(obj)) {
+    if (v === undefined) continue
+    out[k] = JSON_FIELDS.has(k) ? JSON.stringify(v) : v === null ? '' : String(v)
+  }
+  return out
+}
+
+function fromHash<T>(h: Record<string, string>): T {
+  const out: Record<string, unknown> = {}
+  for (const [k, v] of Object.entries(h)) {
+    if (JSON_FIELDS.has(k)) out[k] = JSON.parse(v)
+    else if (NUM_FIELDS.has(k)) out[k] = v === '' ? null : Number(v)
+    else out[k] = v
+  }
+  return out as T
+}
+
+// Claims due ids atomically: whichever instance runs it first removes them, so each is reaped once.
+const CLAIM_DUE = `
+local ids = redis.call('ZRANGE', KEYS[1], '-inf', ARGV[1], 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[2]))
+for _, id in ipairs(ids) do redis.call('ZREM', KEYS[1], id) end
+return ids`
+
+// Sets the lease when free or already ours; returns the holder.
+const ACQUIRE_LEASE = `
+local cur = redis.call('GET', KEYS[1])
+if (not cur) or cur == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', tonumber(ARGV[2]))
+  return ARGV[1]
+end
+return cur`
+
+// Increments a tenant's counter only while it is below the cap; returns 1 on success.
+const INCR_BELOW = `
+local n = tonumber(redis.call('GET', KEYS[1]) or '0')
+if n >= tonumber(ARGV[1]) then return 0 end
+redis.call('INCR', KEYS[1])
+return 1`
+
+export class RedisStore {
+  readonly keys: RedisKeys
+
+  constructor(readonly redis: Redis, prefix: string, private readonly opts: { eventMaxLen: number; eventTtlS: number }) {
+    this.keys = redisKeys(prefix)
+  }
+
+  // ---- sessions ----
+  async createSession(rec: SessionRecord, deadlineMs: number): Promise<void> {
+    await this.redis.multi()
+      .hset(this.keys.session(rec.id), toHash(rec))
+      .sadd(this.keys.tenantSessions(rec.tenant), rec.id)
+      .zadd(this.keys.deadlines(), deadlineMs, rec.id)
+      .exec()
+  }
+
+  async getSession(id: string): Promise<SessionRecord | null> {
+    const h = await this.redis.hgetall(this.keys.session(id))
+    return h.id ? fromHash<SessionRecord>(h) : null
+  }
+
+  /** Updates fields of a session that still exists; returns false when it is gone. */
+  async updateSession(id: string, fields: Partial<SessionRecord>): Promise<boolean> {
+    const key = this.keys.session(id)
+    const res = await this.redis.multi().exists(key).hset(key, toHash(fields)).exec()
+    if (!res?.[0]?.[1]) { await this.redis.del(key); return false }
+    return true
+  }
+
+  async deleteSession(rec: Pick<SessionRecord, 'id' | 'tenant'>): Promise<void> {
+    const eids = await this.redis.lrange(this.keys.sessionExecutions(rec.id), 0, -1)
+    const m = this.redis.multi()
+      .del(this.keys.session(rec.id), this.keys.sessionExecutions(rec.id), this.keys.history(rec.id), this.keys.lease(rec.id))
+      .srem(this.keys.tenantSessions(rec.tenant), rec.id)
+      .zrem(this.keys.deadlines(), rec.id)
+    for (const eid of eids) m.expire(this.keys.execution(rec.id, eid), this.opts.eventTtlS).expire(this.keys.events(rec.id, eid), this.opts.eventTtlS)
+    await m.exec()
+  }
+
+  async tenantSessionIds(tenant: string): Promise<string[]> {
+    return (await this.redis.smembers(this.keys.tenantSessions(tenant))).sort()
+  }
+
+  async countTenantSessions(tenant: string): Promise<number> {
+    return this.redis.scard(this.keys.tenantSessions(tenant))
+  }
+
+  async allSessionIds(): Promise<Set<string>> {
+    const ids = new Set<string>()
+    let cursor = '0'
+    do {
+      const [next, keys] = await this.redis.scan(cursor, 'MATCH', this.keys.session('*'), 'COUNT', 500)
+      cursor = next
+      for (const k of keys) { const m = /\{([^}]+)\}:session$/.exec(k); if (m?.[1]) ids.add(m[1]) }
+    } while (cursor !== '0')
+    return ids
+  }
+
+  // ---- idle deadlines ----
+  /** Moves a session's deadline; `onlyLater` never brings it closer (concurrent touches). */
+  async setDeadline(id: string, deadlineMs: number, onlyLater = false): Promise<void> {
+    if (onlyLater) await this.redis.zadd(this.keys.deadlines(), 'XX', 'GT', deadlineMs, id)
+    else await this.redis.zadd(this.keys.deadlines(), 'XX', deadlineMs, id)
+  }
+
+  async claimDue(nowMs: number, max = 100): Promise<string[]> {
+    return (await this.redis.eval(CLAIM_DUE, 1, this.keys.deadlines(), nowMs, max)) as string[]
+  }
+
+  async restoreDeadline(id: string, deadlineMs: number): Promise<void> {
+    await this.redis.zadd(this.keys.deadlines(), 'NX', deadlineMs, id)
+  }
+
+  // ---- leases: which API instance is attached to a session ----
+  async acquireLease(sid: string, instanceId: string, ttlMs: number): Promise<string> {
+    return (await this.redis.eval(ACQUIRE_LEASE, 1, this.keys.lease(sid), instanceId, ttlMs)) as string
+  }
+
+  async renewLeases(sids: string[], instanceId: string, ttlMs: number): Promise<void> {
+    if (sids.length === 0) return
+    const p = this.redis.pipeline()
+    for (const sid of sids) p.eval(ACQUIRE_LEASE, 1, this.keys.lease(sid), instanceId, ttlMs)
+    await p.exec()
+  }
+
+  async releaseLease(sid: string, instanceId: string): Promise<void> {
+    const key = this.keys.lease(sid)
+    if ((await this.redis.get(key)) === instanceId) await this.redis.del(key)
+  }
+
+  async addInstanceSession(iid: string, sid: string): Promise<void> { await this.redis.sadd(this.keys.instanceSessions(iid), sid) }
+  async removeInstanceSession(iid: string, sid: string): Promise<void> { await this.redis.srem(this.keys.instanceSessions(iid), sid) }
+  async instanceSessionIds(iid: string): Promise<string[]> { return this.redis.smembers(this.keys.instanceSessions(iid)) }
+
+  // ---- quotas ----
+  async acquireRunningSlot(tenant: string, max: number): Promise<boolean> {
+    return (await this.redis.eval(INCR_BELOW, 1, this.keys.tenantRunning(tenant), max)) === 1
+  }
+
+  async releaseRunningSlot(tenant: string): Promise<void> {
+    const n = await this.redis.decr(this.keys.tenantRunning(tenant))
+    if (n < 0) await this.redis.set(this.keys.tenantRunning(tenant), 0)
+  }
+
+  /** Counts a request in the tenant's current one-minute window; returns the count so far. */
+  async countRequest(tenant: string, nowMs: number): Promise<{ count: number; resetMs: number }> {
+    const window = Math.floor(nowMs / 60000)
+    const key = this.keys.tenantRate(tenant, window)
+    const res = await this.redis.multi().incr(key).pexpire(key, 61000).exec()
+    return { count: Number(res?.[0]?.[1] ?? 0), resetMs: (window + 1) * 60000 - nowMs }
+  }
+
+  // ---- executions and their event logs ----
+  async createExecution(rec: ExecutionRecord, keepPerSession = 100): Promise<void> {
+    await this.redis.multi()
+      .hset(this.keys.execution(rec.session_id, rec.id), toHash(rec))
+      .lpush(this.keys.sessionExecutions(rec.session_id), rec.id)
+      .ltrim(this.keys.sessionExecutions(rec.session_id), 0, keepPerSession - 1)
+      .exec()
+  }
+
+  async updateExecution(sid: string, eid: string, fields: Partial<ExecutionRecord>): Promise<void> {
+    await this.redis.hset(this.keys.execution(sid, eid), toHash(fields))
+  }
+
+  async getExecution(sid: string, eid: string): Promise<ExecutionRecord | null> {
+    const h = await this.redis.hgetall(this.keys.execution(sid, eid))
+    return h.id ? fromHash<ExecutionRecord>(h) : null
+  }
+
+  /** Appends one event; returns its stream id (the SSE id). */
+  async appendEvent(sid: string, eid: string, event: { type: string; [k: string]: unknown }): Promise<string> {
+    const id = await this.redis.xadd(this.keys.events(sid, eid), 'MAXLEN', '~', this.opts.eventMaxLen, '*', 'e', JSON.stringify(event))
+    return id as string
+  }
+
+  /** Starts the expiry clock of an ended execution's record and events. */
+  async expireExecution(sid: string, eid: string): Promise<void> {
+    await this.redis.multi()
+      .expire(this.keys.execution(sid, eid), this.opts.eventTtlS)
+      .expire(this.keys.events(sid, eid), this.opts.eventTtlS)
+      .exec()
+  }
+
+  /** Events after `afterId` (exclusive; '' = from the start), oldest first. */
+  async readEvents(sid: string, eid: string, afterId: string, count = 1000): Promise<LoggedEvent[]> {
+    const start = afterId ? `(${afterId}` : '-'
+    const rows = await this.redis.xrange(this.keys.events(sid, eid), start, '+', 'COUNT', count)
+    return rows.map(([id, fields]) => ({ ...(JSON.parse(fields[1] ?? '{}') as { type: string }), id }))
+  }
+}

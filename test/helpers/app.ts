@@ -1,0 +1,76 @@
+// Builds a real app (real Docker, real Redis) isolated per test file: its own Redis key
+// prefix and Docker deployment label; teardown closes it and removes what it left.
+import type { Test } from 'tap'
+import { Redis } from 'ioredis'
+import Docker from 'dockerode'
+import { randomBytes } from 'node:crypto'
+import { pino } from 'pino'
+import { buildApp } from '../../src/app.js'
+import { loadConfig, type Config } from '../../src/config.js'
+import { LABEL } from '../../src/sandbox/labels.js'
+
+export const API_KEY = 'test-key-alpha-0001'
+export const OTHER_KEY = 'test-key-beta-0002'
+
+export interface Harness {
+  url: string
+  config: Config
+  deployment: string
+  prefix: string
+  redis: Redis
+  /** Stops the current app instance (sandboxes stay) and starts another one on the same port, prefix and instance id. */
+  restart(): Promise<void>
+  /** Closes the app without the teardown's clean-up (simulating a stopped instance). */
+  stop(): Promise<void>
+  start(): Promise<void>
+}
+
+export function testEnv(extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    REPLCAST_API_KEYS: `alpha=${API_KEY},beta=${OTHER_KEY}`,
+    REDIS_URL: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
+    LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
+    ...extra,
+  }
+}
+
+export async function startApp(t: Test, env: Record<string, string> = {}): Promise<Harness> {
+  const tag = randomBytes(4).toString('hex')
+  const prefix = `replcast-test-${tag}:`
+  const deployment = `test-${tag}`
+  const config = loadConfig(testEnv({ REPLCAST_KEY_PREFIX: prefix, REPLCAST_DEPLOYMENT: deployment, REPLCAST_INSTANCE_ID: `test-instance-${tag}`, PORT: '0', ...env }))
+  const redis = new Redis(config.REDIS_URL)
+  let app: Awaited<ReturnType<typeof buildApp>> | null = null
+  let port = 0
+  const h: Harness = {
+    url: '', config, deployment, prefix, redis,
+    async start() {
+      app = await buildApp({ config: { ...config, PORT: port }, logger: pino({ level: config.LOG_LEVEL }) })
+      await app.listen({ host: '127.0.0.1', port })
+      const addr = app.server.address()
+      port = typeof addr === 'object' && addr ? addr.port : port
+      h.url = `http://127.0.0.1:${port}`
+    },
+    async stop() { await app?.close(); app = null },
+    async restart() { await h.stop(); await h.start() },
+  }
+  await h.start()
+  t.teardown(async () => {
+    await h.stop()
+    await removeDeployment(deployment)
+    const keys = await redis.keys(`${prefix}*`)
+    if (keys.length) await redis.del(...keys)
+    redis.disconnect()
+  })
+  return h
+}
+
+export async function removeDeployment(deployment: string): Promise<void> {
+  const docker = new Docker()
+  const list = await docker.listContainers({ all: true, filters: { label: [`${LABEL.deployment}=${deployment}`] } })
+  await Promise.all(list.map((c) => docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined)))
+}
+
+export async function containersOf(deployment: string): Promise<Docker.ContainerInfo[]> {
+  return new Docker().listContainers({ all: true, filters: { label: [`${LABEL.deployment}=${deployment}`] } })
+}
