@@ -193,11 +193,11 @@ class Repl:
 
     def close(self):
         try:
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                pass
             if self.proc.poll() is None:
-                try:
-                    self.proc.stdin.close()
-                except OSError:
-                    pass
                 try:
                     self.proc.wait(5)
                 except subprocess.TimeoutExpired:

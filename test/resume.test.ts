@@ -1,0 +1,75 @@
+// Clients that disconnect and come back with Last-Event-ID lose and repeat nothing.
+import t from 'tap'
+import { API_KEY, startApp } from './helpers/app.js'
+import { api, createSession, readSse, type SseEvent } from './helpers/client.js'
+
+const CODE = 'import time\nfor i in range(8):\n    print(f"line {i}", flush=True)\n    time.sleep(0.15)'
+const EXPECTED = Array.from({ length: 8 }, (_, i) => `line ${i}\n`).join('')
+
+function events(base: string, sid: string, eid: string, lastId?: string, query = ''): Promise<Response> {
+  return fetch(`${base}/v1/sessions/${sid}/executions/${eid}/events${query}`, {
+    headers: { authorization: `Bearer ${API_KEY}`, accept: 'text/event-stream', ...(lastId ? { 'last-event-id': lastId } : {}) },
+  })
+}
+
+const text = (evs: SseEvent[]) => evs.filter((e) => e.event === 'stdout').map((e) => e.data.text).join('')
+
+t.test('resuming by Last-Event-ID', async (t) => {
+  const h = await startApp(t)
+  const sid = await createSession(h.url)
+
+  t.test('a client that leaves mid-stream and resumes gets every later event exactly once', async (t) => {
+    const res = await fetch(`${h.url}/v1/sessions/${sid}/executions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json', accept: 'text/event-stream' },
+      body: JSON.stringify({ code: CODE }),
+    })
+    const location = res.headers.get('location')!
+    const eid = location.split('/').pop()!
+    let stdoutSeen = 0
+    const first = await readSse(res, (e) => e.event === 'stdout' && ++stdoutSeen === 3)
+    const lastId = first.at(-1)!.id
+    const rest = await readSse(await events(h.url, sid, eid, lastId))
+    const all = [...first, ...rest]
+    t.equal(text(all), EXPECTED, 'the stdout is complete and in order')
+    t.equal(new Set(all.map((e) => e.id)).size, all.length, 'no event twice')
+    t.equal(all.filter((e) => e.event === 'done').length, 1, 'one done')
+    const ids = all.map((e) => e.id)
+    t.same(ids, [...ids].sort(compareIds), 'ids increase')
+
+    const full = await readSse(await events(h.url, sid, eid))
+    t.same(full.map((e) => e.id), ids, 'a replay from the start returns the same events')
+    const viaQuery = await readSse(await events(h.url, sid, eid, undefined, `?after=${encodeURIComponent(lastId)}`))
+    t.same(viaQuery.map((e) => e.id), rest.map((e) => e.id), '?after= works like Last-Event-ID')
+
+    const atEnd = await events(h.url, sid, eid, all.at(-1)!.id)
+    t.equal(atEnd.status, 204, 'resuming at done answers 204 so EventSource stops')
+    await atEnd.text()
+  })
+
+  t.test('an execution keeps running when its client goes away', async (t) => {
+    const res = await fetch(`${h.url}/v1/sessions/${sid}/executions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json', accept: 'text/event-stream' },
+      body: JSON.stringify({ code: CODE }),
+    })
+    const location = res.headers.get('location')!
+    await readSse(res, (e) => e.event === 'stdout') // then disconnect
+    const rest = await readSse(await events(h.url, sid, location.split('/').pop()!))
+    t.equal(text(rest), EXPECTED)
+    const ex = await api(h.url, 'GET', location)
+    t.equal(ex.body.status, 'ok')
+  })
+
+  t.test('bad resume positions are rejected, unknown executions are 404', async (t) => {
+    const bad = await fetch(`${h.url}/v1/sessions/${sid}/executions/exe_AAAAAAAAAAAAAAAAAAAA/events`, { headers: { authorization: `Bearer ${API_KEY}`, accept: 'text/event-stream' } })
+    t.equal(bad.status, 404)
+    t.equal((await bad.json()).code, 'execution_not_found')
+  })
+})
+
+function compareIds(a: string, b: string): number {
+  const [am, as] = a.split('-').map(BigInt)
+  const [bm, bs] = b.split('-').map(BigInt)
+  return am! === bm! ? Number(as! - bs!) : am! < bm! ? -1 : 1
+}
