@@ -77,6 +77,9 @@ export class ReplClient {
     if (!this.closedWith) this.transport.write(encodeFrame('interrupt', { id: randomUUID() }))
   }
 
+  /** Routes frames of an execution already running in the REPL (after re-attaching) to `sink`. */
+  track(execId: string, sink: FrameSink): void { this.executions.set(execId, sink) }
+
   /** Stops routing frames of an execution (its end was decided by the host). */
   forget(execId: string): void { this.executions.delete(execId) }
 
@@ -95,15 +98,9 @@ export class ReplClient {
 
   private onLine(line: string): void {
     if (!line.trim()) return
-    let frame: ReplFrame
-    try {
-      frame = JSON.parse(line) as ReplFrame
-    } catch {
+    const frame = parseFrame(line)
+    if (!frame) {
       this.log.warn({ line: line.slice(0, 200) }, 'repl: invalid frame dropped')
-      return
-    }
-    if (typeof frame !== 'object' || frame === null || typeof frame.type !== 'string') {
-      this.log.warn({ line: line.slice(0, 200) }, 'repl: frame without type dropped')
       return
     }
     if (typeof frame.seq === 'number') {
@@ -147,5 +144,15 @@ export class ReplClient {
     for (const p of this.pending.values()) { clearTimeout(p.timer); p.reject(this.closedWith) }
     this.pending.clear()
     for (const cb of this.closeCbs) cb(this.closedWith)
+  }
+}
+
+/** One protocol line → a frame, or null when it is not a valid frame. */
+export function parseFrame(line: string): ReplFrame | null {
+  try {
+    const f = JSON.parse(line) as ReplFrame
+    return typeof f === 'object' && f !== null && typeof f.type === 'string' ? f : null
+  } catch {
+    return null
   }
 }

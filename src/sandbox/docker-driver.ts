@@ -55,6 +55,14 @@ export class DockerSandboxDriver {
     return this.attachAndStart(container, sessionId)
   }
 
+  /** The REPL's stdout as kept by the container's log driver since `sinceMs` (frames written while no one was attached). */
+  async readStdoutLog(containerId: string, sinceMs: number): Promise<Buffer> {
+    const raw = (await this.docker.getContainer(containerId).logs({ stdout: true, stderr: false, follow: false, since: Math.max(0, Math.floor(sinceMs / 1000) - 1) })) as unknown as Buffer
+    const parts: Buffer[] = []
+    new DockerDemuxer((b) => parts.push(Buffer.from(b)), () => undefined).push(Buffer.isBuffer(raw) ? raw : Buffer.from(String(raw)))
+    return Buffer.concat(parts)
+  }
+
   async kill(containerId: string): Promise<void> {
     await ignoreGone(this.docker.getContainer(containerId).kill({ signal: 'SIGKILL' }))
   }

@@ -6,7 +6,7 @@ import type { Config } from '../config.js'
 import { AppError } from '../errors.js'
 import type { CreateSessionBodyT, DoneStatusT, ExecutionT, SessionT } from '../schemas.js'
 import type { DockerSandboxDriver, SandboxHandle } from '../sandbox/docker-driver.js'
-import { ReplClient } from '../repl/repl-client.js'
+import { parseFrame, ReplClient } from '../repl/repl-client.js'
 import type { LlmRequestFrame, ReplFrame } from '../repl/protocol.js'
 import type { EventFeed } from '../store/event-feed.js'
 import type { ExecutionRecord, LoggedEvent, RedisStore, SessionRecord } from '../store/redis-store.js'
@@ -239,7 +239,7 @@ export class SessionService {
       throw new AppError('quota_exceeded', `tenant has ${this.config.TENANT_MAX_CONCURRENT_EXECUTIONS} executions queued or running (the maximum)`, { headers: { 'retry-after': '1' } })
     }
     const now = Date.now()
-    await this.store.createExecution({ id: ex.id, session_id: live.id, tenant: live.tenant, status: 'queued', created_at: now, started_at: null, ended_at: null, duration_ms: null, execution_count: null })
+    await this.store.createExecution({ id: ex.id, session_id: live.id, tenant: live.tenant, status: 'queued', created_at: now, started_at: null, ended_at: null, duration_ms: null, execution_count: null, kind: ex.kind, code: ex.code, timeout_ms: ex.timeoutMs })
     ex.announcedRunning = !busy
     await this.append(live.id, ex.id, { type: 'status', state: busy ? 'queued' : 'running', execution_id: ex.id })
     live.queue.push(ex)
@@ -436,19 +436,62 @@ export class SessionService {
   private async adoptRunning(rec: SessionRecord): Promise<LiveSession> {
     await this.claimLease(rec)
     const state = rec.container_id ? await this.driver.inspectExit(rec.container_id) : { running: false, oomKilled: false, exitCode: null }
+    const unfinished = await this.unfinishedExecutions(rec)
     if (!state.running) {
       await this.markDead(rec.id)
-      await this.endOrphanedExecutions(rec, state.oomKilled ? 'oom' : 'killed')
+      for (const ex of unfinished) await this.endOrphaned(rec, ex, state.oomKilled ? 'oom' : 'killed', 'the sandbox stopped while no API instance was attached')
       throw new AppError('session_dead', 'the session\'s sandbox is gone; restart it or create a new session')
     }
     const handle = await this.driver.adopt(rec.container_id, rec.id)
     const live = this.attachLive(rec, handle, true)
+    const running = unfinished.find((ex) => ex.status === 'running')
+    // Frames of the running execution that arrive now wait until those written while detached are replayed.
+    const early: ReplFrame[] = []
+    if (running) live.client.track(running.id, (f) => early.push(f))
     await live.client.request('ping', {}, 5000)
     await this.store.addInstanceSession(this.config.instanceId, rec.id)
-    await this.endOrphanedExecutions(rec, 'killed')
-    if (rec.status === 'busy') await this.store.updateSession(rec.id, { status: 'ready' })
-    this.log.info({ sessionId: rec.id }, 'session adopted')
+    if (running) await this.resumeRunning(rec, live, running, early)
+    for (const ex of unfinished.filter((x) => x.status === 'queued').reverse()) {
+      const pending = newPendingExecution(ex.id, ex.code ?? '', ex.timeout_ms ?? this.config.EXEC_TIMEOUT_S * 1000, ex.kind ?? 'execute')
+      if (pending.kind === 'stream') { await this.endOrphaned(rec, ex, 'killed', 'the API instance that was streaming this code stopped'); continue }
+      live.queue.push(pending)
+    }
+    if (!running) {
+      await this.store.updateSession(rec.id, { status: live.queue.length ? 'busy' : 'ready' })
+      void this.runNext(live)
+    }
+    this.log.info({ sessionId: rec.id, resumed: running?.id, requeued: live.queue.length }, 'session adopted')
     return live
+  }
+
+  /**
+   * Picks up an execution that kept running while no instance was attached: the frames it wrote
+   * meanwhile are read back from the container's log (deduplicated by the REPL's seq), then live
+   * frames continue. A streamed (LLM) execution is told its code has ended.
+   */
+  private async resumeRunning(rec: SessionRecord, live: LiveSession, rx: ExecutionRecord, early: ReplFrame[]): Promise<void> {
+    const started = rx.started_at ?? rx.created_at
+    const ex = newPendingExecution(rx.id, rx.code ?? '', rx.timeout_ms ?? this.config.EXEC_TIMEOUT_S * 1000, rx.kind ?? 'execute')
+    ex.startedAt = started
+    ex.announcedRunning = true
+    live.running = ex
+    let lastSeq = await this.store.lastSeq(rec.id, rx.id)
+    const replay = (f: ReplFrame) => {
+      if (typeof f.seq === 'number') { if (f.seq <= lastSeq) return; lastSeq = f.seq }
+      this.onFrame(live, ex, f)
+    }
+    const logged = await this.driver.readStdoutLog(rec.container_id, started).catch((err) => { this.log.warn({ err }, 'could not read the sandbox log'); return Buffer.alloc(0) })
+    for (const line of logged.toString('utf8').split('\n')) {
+      const f = parseFrame(line)
+      if (f && f.exec_id === rx.id) replay(f)
+    }
+    for (const f of early) replay(f)
+    if (!ex.ended) {
+      live.client.track(rx.id, (f) => replay(f))
+      if (ex.kind === 'stream') live.client.streamEnd(rx.id)
+      const left = Math.max(0, started + ex.timeoutMs - Date.now())
+      ex.timers.push(unrefTimer(left, () => this.interruptRunning(live, ex, 'timeout')))
+    }
   }
 
   private async claimLease(rec: SessionRecord): Promise<void> {
@@ -456,19 +499,20 @@ export class SessionService {
     if (holder !== this.config.instanceId) throw new AppError('session_elsewhere', `the session is attached to API instance ${holder}; route requests for it there`)
   }
 
-  /** Executions left unfinished by an instance that died: their events stop with a `done`. */
-  private async endOrphanedExecutions(rec: SessionRecord, status: DoneStatusT): Promise<void> {
-    const eids = await this.store.redis.lrange(this.store.keys.sessionExecutions(rec.id), 0, 20)
-    for (const eid of eids) {
-      const ex = await this.store.getExecution(rec.id, eid)
-      if (!ex || (ex.status !== 'queued' && ex.status !== 'running')) continue
-      const end = Date.now()
-      await this.append(rec.id, eid, { type: 'error', ename: 'ReplcastError', evalue: 'the API instance running this execution stopped; its remaining output was lost', traceback: [] })
-      await this.append(rec.id, eid, { type: 'done', status, duration_ms: end - (ex.started_at ?? ex.created_at) })
-      await this.store.updateExecution(rec.id, eid, { status, ended_at: end })
-      await this.store.expireExecution(rec.id, eid)
-      await this.store.releaseRunningSlot(rec.tenant)
-    }
+  private async unfinishedExecutions(rec: SessionRecord): Promise<ExecutionRecord[]> {
+    const eids = await this.store.redis.lrange(this.store.keys.sessionExecutions(rec.id), 0, this.config.EXEC_QUEUE_DEPTH + 1)
+    const recs = await Promise.all(eids.map((eid) => this.store.getExecution(rec.id, eid)))
+    return recs.filter((x): x is ExecutionRecord => x !== null && (x.status === 'queued' || x.status === 'running'))
+  }
+
+  /** Ends an execution no instance can continue: an error event saying why, then its one `done`. */
+  private async endOrphaned(rec: SessionRecord, ex: ExecutionRecord, status: DoneStatusT, why: string): Promise<void> {
+    const end = Date.now()
+    await this.append(rec.id, ex.id, { type: 'error', ename: 'SandboxError', evalue: why, traceback: [] })
+    await this.append(rec.id, ex.id, { type: 'done', status, duration_ms: end - (ex.started_at ?? ex.created_at) })
+    await this.store.updateExecution(rec.id, ex.id, { status, ended_at: end })
+    await this.store.expireExecution(rec.id, ex.id)
+    await this.store.releaseRunningSlot(rec.tenant)
   }
 
   // ---------- reaping and orphans ----------

@@ -28,12 +28,16 @@ export interface ExecutionRecord {
   ended_at: number | null
   duration_ms: number | null
   execution_count: number | null
+  /** What is needed to run it again after an API restart while it waited in the queue. */
+  kind?: 'execute' | 'stream'
+  code?: string
+  timeout_ms?: number
 }
 
 export interface LoggedEvent { id: string; type: string; [k: string]: unknown }
 
 const JSON_FIELDS = new Set(['limits', 'metadata', 'env'])
-const NUM_FIELDS = new Set(['created_at', 'last_active_at', 'idle_timeout_s', 'execution_count', 'started_at', 'ended_at', 'duration_ms'])
+const NUM_FIELDS = new Set(['timeout_ms', 'created_at', 'last_active_at', 'idle_timeout_s', 'execution_count', 'started_at', 'ended_at', 'duration_ms'])
 
 function toHash(obj: object): Record<string, string> {
   const out: Record<string, string> = {}
@@ -218,6 +222,16 @@ export class RedisStore {
       .expire(this.keys.execution(sid, eid), this.opts.eventTtlS)
       .expire(this.keys.events(sid, eid), this.opts.eventTtlS)
       .exec()
+  }
+
+  /** The REPL seq of the newest event that carries one (-1: none). */
+  async lastSeq(sid: string, eid: string): Promise<number> {
+    const rows = await this.redis.xrevrange(this.keys.events(sid, eid), '+', '-', 'COUNT', 20)
+    for (const [, fields] of rows) {
+      const seq = (JSON.parse(fields[1] ?? '{}') as { seq?: unknown }).seq
+      if (typeof seq === 'number') return seq
+    }
+    return -1
   }
 
   /** Events after `afterId` (exclusive; '' = from the start), oldest first. */

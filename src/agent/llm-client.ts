@@ -1,0 +1,155 @@
+// The one wrapper around the `openai` SDK: a streamed reply as an async iterable of text
+// deltas, and a plain completion for sub-calls. It turns the SDK's edges (silent early end,
+// a stalled stream, malformed chunks, HTTP errors) into one error type with a clear message.
+import OpenAI from 'openai'
+import type { Logger } from 'pino'
+
+export type ChatMessage = { role: 'system' | 'user' | 'assistant'; content: string }
+
+export class LlmError extends Error {
+  constructor(message: string, readonly kind: 'http' | 'timeout' | 'aborted' | 'protocol' | 'connection', options?: { cause?: unknown }) {
+    super(message, options)
+    this.name = 'LlmError'
+  }
+}
+
+export interface Usage { prompt_tokens: number; completion_tokens: number; total_tokens: number }
+
+export interface CallOptions {
+  model: string
+  signal: AbortSignal
+  /** Fails when nothing arrives for this long (before the first byte, or between chunks), ms. */
+  idleTimeoutMs: number
+  maxTokens: number
+}
+
+export interface LlmClient {
+  /** Streams the reply's text deltas; `usage()` is known after the iteration ends. Throws LlmError. */
+  streamReply(messages: ChatMessage[], opts: CallOptions): { deltas: AsyncIterable<string>; usage: () => Usage | null }
+  /** One complete reply (sub-calls). Throws LlmError. */
+  complete(messages: ChatMessage[], opts: CallOptions): Promise<{ text: string; usage: Usage | null }>
+}
+
+/** Rough token count for servers that report no usage: about four characters a token. */
+export const estimateTokens = (chars: number): number => Math.ceil(chars / 4)
+
+export class OpenAiLlmClient implements LlmClient {
+  private readonly sdk: OpenAI
+
+  /** `apiKey` may be empty (local servers): the SDK needs some value, so a placeholder is sent. */
+  constructor(baseURL: string, apiKey: string, private readonly log: Logger) {
+    this.sdk = new OpenAI({
+      baseURL,
+      apiKey: apiKey || 'not-needed',
+      // A live turn fails fast rather than retrying behind the user's back; sub-calls retry once.
+      maxRetries: 0,
+      timeout: 10 * 60 * 1000,
+      logger: { error: (m, ...a) => log.warn({ detail: a }, `openai: ${m}`), warn: (m) => log.warn(`openai: ${m}`), info: () => undefined, debug: () => undefined },
+    })
+  }
+
+  streamReply(messages: ChatMessage[], opts: CallOptions): { deltas: AsyncIterable<string>; usage: () => Usage | null } {
+    let usage: Usage | null = null
+    const sdk = this.sdk
+    const deltas = async function* (): AsyncGenerator<string> {
+      const idle = new IdleWatch(opts.idleTimeoutMs, opts.signal)
+      let finished = false
+      try {
+        const stream = await idle.guard(sdk.chat.completions.create(
+          { model: opts.model, messages, stream: true, max_tokens: opts.maxTokens, stream_options: { include_usage: true } },
+          { signal: idle.signal, maxRetries: 0 },
+        ))
+        const it = stream[Symbol.asyncIterator]()
+        for (;;) {
+          const next = await idle.guard(it.next())
+          if (next.done) break
+          const chunk = next.value
+          if (chunk.usage) usage = { prompt_tokens: chunk.usage.prompt_tokens, completion_tokens: chunk.usage.completion_tokens, total_tokens: chunk.usage.total_tokens }
+          const choice = chunk.choices?.[0]
+          if (choice?.finish_reason) finished = true
+          const text = choice?.delta?.content
+          if (typeof text === 'string' && text) yield text
+        }
+      } catch (err) {
+        throw toLlmError(err, idle, opts)
+      } finally {
+        idle.stop()
+      }
+      // The SDK ends quietly when the connection closes before [DONE]; a real reply always says why it ended.
+      if (!finished) throw new LlmError('the model\'s stream ended before the reply was complete (no finish_reason)', 'protocol')
+    }
+    return { deltas: deltas(), usage: () => usage }
+  }
+
+  async complete(messages: ChatMessage[], opts: CallOptions): Promise<{ text: string; usage: Usage | null }> {
+    const idle = new IdleWatch(opts.idleTimeoutMs, opts.signal)
+    try {
+      const res = await idle.guard(this.sdk.chat.completions.create({ model: opts.model, messages, max_tokens: opts.maxTokens }, { signal: idle.signal, maxRetries: 1 }))
+      const text = res.choices?.[0]?.message?.content
+      if (typeof text !== 'string') throw new LlmError('the model answered without text', 'protocol')
+      const u = res.usage
+      return { text, usage: u ? { prompt_tokens: u.prompt_tokens, completion_tokens: u.completion_tokens, total_tokens: u.total_tokens } : null }
+    } catch (err) {
+      throw toLlmError(err, idle, opts)
+    } finally {
+      idle.stop()
+    }
+  }
+}
+
+/** An abort signal that fires when the caller aborts or when no progress is reported for `ms`. */
+class IdleWatch {
+  private readonly ac = new AbortController()
+  private timer: NodeJS.Timeout | null = null
+  timedOut = false
+  private readonly onOuter = () => this.ac.abort(this.outer.reason)
+
+  constructor(private readonly ms: number, private readonly outer: AbortSignal) {
+    if (outer.aborted) this.ac.abort(outer.reason)
+    else outer.addEventListener('abort', this.onOuter, { once: true })
+    this.arm()
+  }
+
+  get signal(): AbortSignal { return this.ac.signal }
+
+  private arm(): void {
+    if (this.timer) clearTimeout(this.timer)
+    this.timer = setTimeout(() => { this.timedOut = true; this.ac.abort(new Error('idle timeout')) }, this.ms)
+    this.timer.unref()
+  }
+
+  /** Awaits `p`, re-arming the idle timer when it settles; rejects as soon as the signal aborts. */
+  async guard<T>(p: Promise<T>): Promise<T> {
+    const signal = this.ac.signal
+    if (signal.aborted) { p.catch(() => undefined); throw signal.reason }
+    let onAbort: (() => void) | null = null
+    try {
+      return await Promise.race([p, new Promise<never>((_, reject) => { onAbort = () => reject(signal.reason); signal.addEventListener('abort', onAbort, { once: true }) })])
+    } finally {
+      if (onAbort) signal.removeEventListener('abort', onAbort)
+      p.catch(() => undefined)
+      if (!signal.aborted) this.arm()
+    }
+  }
+
+  stop(): void {
+    if (this.timer) clearTimeout(this.timer)
+    this.outer.removeEventListener('abort', this.onOuter)
+    if (!this.ac.signal.aborted) this.ac.abort(new Error('done'))
+  }
+}
+
+function toLlmError(err: unknown, idle: IdleWatch, opts: CallOptions): LlmError {
+  if (err instanceof LlmError) return err
+  if (idle.timedOut) return new LlmError(`the model sent nothing for ${Math.round(opts.idleTimeoutMs / 100) / 10} s`, 'timeout', { cause: err })
+  if (opts.signal.aborted) return new LlmError('the model call was cancelled', 'aborted', { cause: err })
+  if (err instanceof OpenAI.APIError && typeof err.status === 'number') {
+    return new LlmError(`the model endpoint answered HTTP ${err.status}: ${firstLine(err.message)}`, 'http', { cause: err })
+  }
+  if (err instanceof OpenAI.APIConnectionError) return new LlmError(`could not reach the model endpoint (${firstLine(err.message)})`, 'connection', { cause: err })
+  if (err instanceof OpenAI.APIError) return new LlmError(`the model reported an error: ${firstLine(err.message)}`, 'protocol', { cause: err })
+  if (err instanceof SyntaxError) return new LlmError('the model\'s stream sent a malformed chunk', 'protocol', { cause: err })
+  return new LlmError(`the model call failed: ${firstLine(err instanceof Error ? err.message : String(err))}`, 'connection', { cause: err })
+}
+
+const firstLine = (s: string) => s.split('\n')[0]!.slice(0, 300)
