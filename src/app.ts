@@ -19,6 +19,9 @@ import { SseStreams } from './http/sse.js'
 import { sessionRoutes } from './http/routes/sessions.js'
 import { executionRoutes } from './http/routes/executions.js'
 import { opsRoutes } from './http/routes/ops.js'
+import { messageRoutes } from './http/routes/messages.js'
+import { LlmService } from './agent/llm-service.js'
+import * as agentSchemas from './agent/schemas.js'
 
 export interface AppOptions {
   config: Config
@@ -42,7 +45,9 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   const driver = opts.driver ?? new DockerSandboxDriver(config.DOCKER_HOST, log.child({ component: 'docker' }))
   let sessions: SessionService | null = null
   const metrics = createMetrics(() => sessions?.localSessionCount() ?? 0)
-  sessions = new SessionService({ config, store, feed, driver, log: log.child({ component: 'sessions' }), metrics })
+  let llm: LlmService | null = null
+  sessions = new SessionService({ config, store, feed, driver, log: log.child({ component: 'sessions' }), metrics, onLlmRequest: (ctx, frame) => llm!.onLlmRequest(ctx, frame) })
+  llm = new LlmService({ config, sessions, store, log: log.child({ component: 'agent' }) })
   const streams = new SseStreams()
 
   const app: FastifyInstance = Fastify({
@@ -66,12 +71,13 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       tags: [
         { name: 'sessions', description: 'Sessions: one sandbox and Python REPL each' },
         { name: 'executions', description: 'Running code and reading its output' },
+        { name: 'messages', description: 'LLM turns: a model writes the code, the session runs it as it streams' },
         { name: 'operations', description: 'Health, readiness, metrics' },
       ],
     },
     refResolver: { buildLocalReference: (json, _base, _fragment, i) => String((json as { $id?: string }).$id ?? `def-${i}`) },
   })
-  for (const s of [schemas.Runtime, schemas.Limits, schemas.CreateSessionBody, schemas.Session, schemas.SessionList, schemas.ExecuteBody, schemas.DoneStatus, schemas.ExecutionStatus, schemas.EventType, schemas.Event, schemas.Execution, schemas.Problem]) {
+  for (const s of [schemas.Runtime, schemas.Limits, schemas.CreateSessionBody, schemas.Session, schemas.SessionList, schemas.ExecuteBody, schemas.DoneStatus, schemas.ExecutionStatus, schemas.EventType, schemas.Event, schemas.Execution, schemas.Problem, agentSchemas.MessageRequest, agentSchemas.Message, agentSchemas.MessageList]) {
     app.addSchema(s)
   }
   await app.register(fastifySSE, { heartbeatInterval: config.SSE_HEARTBEAT_MS })
@@ -85,6 +91,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   await app.register(sessionRoutes, { sessions })
   await app.register(executionRoutes, { sessions, streams })
   // LLM turns (agent module) register their routes here.
+  await app.register(messageRoutes, { sessions, streams, llm })
   await app.register(opsRoutes, { redis, driver, metrics, openapiYaml: () => app.swagger({ yaml: true }) })
 
   if (opts.background !== false) {

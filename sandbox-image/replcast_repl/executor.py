@@ -83,7 +83,11 @@ class Executor:
                 return
             running = self.current is not None
         if running:
+            if self.on_interrupt is not None:
+                self.on_interrupt()
             self.gate.interrupt_main()
+
+    on_interrupt = None  # set by the server: wakes llm waits on the main thread
 
     # -- main loop -------------------------------------------------------------
 
@@ -150,6 +154,7 @@ class Executor:
         self.capture.flush_user_buffers()
         stream_dropped = self.capture.end() + ctx.text_dropped
         self.current = None
+        self.gate.cancel()
         if stream_dropped:
             self.channel.send("limit", exec_id=ctx.exec_id, what="stream_bytes", dropped_bytes=stream_dropped)
         if ctx.image_dropped:

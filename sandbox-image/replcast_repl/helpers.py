@@ -9,6 +9,9 @@ class LLMError(Exception):
     """The host could not answer an llm_query/llm_batch request."""
 
 
+_INTERRUPTED = {"error": "interrupted"}
+
+
 class _Pending:
     __slots__ = ("event", "frame")
 
@@ -26,6 +29,7 @@ class Helpers:
         self._lock = threading.Lock()
         self._pending = {}
         self._closed = False
+        self._main_wait = None   # the _Pending the main thread is blocked on
 
     # -- host side -------------------------------------------------------------
 
@@ -38,6 +42,13 @@ class Helpers:
         pending.frame = frame
         pending.event.set()
         return True
+
+    def interrupt_wait(self):
+        """Wakes a main-thread llm wait so it raises KeyboardInterrupt at once."""
+        pending = self._main_wait
+        if pending is not None and pending.frame is None:
+            pending.frame = _INTERRUPTED
+            pending.event.set()
 
     def close(self):
         """The host channel is gone: fail every waiting request."""
@@ -67,12 +78,20 @@ class Helpers:
             self.executor.capture.flush()
             self.channel.send("llm_request", id=request_id, exec_id=ctx.exec_id,
                               prompts=prompts, model=model)
+        on_main = threading.current_thread() is threading.main_thread()
+        if on_main:
+            self._main_wait = pending
         try:
-            pending.event.wait()  # a lock wait: interruptible on the main thread
+            pending.event.wait()
+            if pending.frame is _INTERRUPTED:
+                raise KeyboardInterrupt
         except BaseException:
             with self._lock:
                 self._pending.pop(request_id, None)
             raise
+        finally:
+            if on_main:
+                self._main_wait = None
         frame = pending.frame
         error = frame.get("error")
         if error is not None:

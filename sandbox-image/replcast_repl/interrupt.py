@@ -5,12 +5,21 @@ The host's `interrupt` is turned into SIGINT sent to the main thread
 loop. The REPL's handler raises only while user code runs; inside REPL
 bookkeeping the signal is ignored, and inside helper critical sections
 (`masked`) it is deferred until the section ends.
+
+A signal that lands between CPython's last signal check and a blocking
+syscall is only noticed when the syscall returns, so an interrupt is re-sent
+every RETRY_INTERVAL_S until it is delivered or the execution ends (only while
+the REPL's own handler is installed: user handlers are not signalled twice).
 """
 
 import contextlib
 import os
 import signal
 import threading
+import time
+
+RETRY_INTERVAL_S = 0.1
+RETRY_LIMIT = 50
 
 
 class InterruptGate:
@@ -20,6 +29,7 @@ class InterruptGate:
         self.enabled = False
         self._masked = 0
         self._pending = False
+        self._request = None   # token of the interrupt being delivered
 
     def install(self):
         """(Re)installs the REPL's SIGINT handler; main thread only."""
@@ -30,11 +40,30 @@ class InterruptGate:
             raise KeyboardInterrupt  # forked child: behave like plain Python
         if self._masked:
             self._pending = True
+            self._request = None
         elif self.enabled:
+            self._request = None
             raise KeyboardInterrupt
 
     def interrupt_main(self):
+        """Signals the main thread, repeating until the interrupt is taken."""
+        token = object()
+        self._request = token
         signal.pthread_kill(self._main_ident, signal.SIGINT)
+        threading.Thread(target=self._retry, args=(token,), name="replcast-interrupt", daemon=True).start()
+
+    def _retry(self, token):
+        for _ in range(RETRY_LIMIT):
+            time.sleep(RETRY_INTERVAL_S)
+            if self._request is not token or not self.enabled:
+                return
+            if signal.getsignal(signal.SIGINT) != self._handler:
+                return
+            signal.pthread_kill(self._main_ident, signal.SIGINT)
+
+    def cancel(self):
+        """The execution ended: stop re-sending a pending interrupt."""
+        self._request = None
 
     @contextlib.contextmanager
     def user_code(self):

@@ -74,6 +74,7 @@ class Server:
         self.executor = Executor(self.channel, self.capture, self.gate, self.ns)
         self.helpers = Helpers(self.channel, self.executor, self.gate)
         install(self.ns, self.helpers, self.executor)
+        self.executor.on_interrupt = self.helpers.interrupt_wait
         self.workspace = Workspace(os.environ.get("REPLCAST_WORKSPACE") or os.getcwd())
         self.control = queue.SimpleQueue()
         self.streams = {}           # exec_id -> StreamJob

@@ -317,7 +317,7 @@ class OutputTests(ReplTestCase):
                     os._exit(0)
             os.waitpid(pid, 0)
             def work(n):
-                sys.stdout.write('worker %d\n' % n)  # one write: no interleaving
+                sys.stdout.write('worker %d\\n' % n)  # one write: no interleaving
                 return n * n
             with multiprocessing.Pool(2) as pool:
                 squares = pool.map(work, range(4))

@@ -1,0 +1,108 @@
+// llm_query/llm_batch from sandbox code: the REPL sends llm_request frames, the host calls
+// the model within the budget of the turn (or plain execution) the frame belongs to, and
+// answers with llm_response. An exhausted budget answers {error}, which the sandbox raises
+// as LLMError with this message.
+import type { Logger } from 'pino'
+import type { LlmRequestFrame } from '../repl/protocol.js'
+import type { LlmRequestContext } from '../sessions/session-service.js'
+import { estimateTokens, LlmError, type LlmClient } from './llm-client.js'
+import { DEFAULT_SUB_CALL_BUDGET, MAX_SUB_PROMPT_CHARS, SUB_CALL_MAX_TOKENS, type SubCallBudget } from './limits.js'
+
+/** The running totals of one turn's sub-calls. */
+export class SubCallAccount {
+  calls = 0
+  tokens = 0
+  private inFlight = 0
+  private readonly waiting: Array<() => void> = []
+
+  constructor(readonly budget: SubCallBudget, readonly defaultModel: string, readonly signal: AbortSignal) {}
+
+  /** Waits for a concurrency slot; returns its release. */
+  async slot(): Promise<() => void> {
+    if (this.inFlight >= this.budget.max_concurrency) await new Promise<void>((r) => this.waiting.push(r))
+    else this.inFlight++
+    let released = false
+    return () => {
+      if (released) return
+      released = true
+      const next = this.waiting.shift()
+      if (next) next() // the slot passes straight to the next waiter
+      else this.inFlight--
+    }
+  }
+}
+
+const PLAIN_EXEC_ACCOUNTS_MAX = 1000
+
+export class SubCalls {
+  private readonly accounts = new Map<string, SubCallAccount>()
+  /** Accounts of plain executions (no turn), created on first use, oldest dropped first. */
+  private readonly plain = new Map<string, SubCallAccount>()
+
+  constructor(
+    private readonly llm: LlmClient | null,
+    private readonly isAllowedModel: (m: string) => boolean,
+    private readonly defaultModel: string,
+    private readonly log: Logger,
+  ) {}
+
+  /** Routes sub-calls made by execution `execId` to `account` (a turn's step). */
+  register(execId: string, account: SubCallAccount): void { this.accounts.set(execId, account) }
+  unregister(execId: string): void { this.accounts.delete(execId) }
+
+  /** The SessionService's onLlmRequest hook. Never throws; always answers the frame. */
+  handle(ctx: LlmRequestContext, frame: LlmRequestFrame): void {
+    const reply = (payload: { text?: string; texts?: string[]; error?: string }) => ctx.client.sendLlmResponse(String(frame.id), payload)
+    void this.answer(frame).then(reply, (err: unknown) => {
+      this.log.warn({ err, sessionId: ctx.sessionId }, 'llm sub-call failed')
+      reply({ error: err instanceof Error ? err.message : String(err) })
+    })
+  }
+
+  private account(execId: string): SubCallAccount {
+    const a = this.accounts.get(execId) ?? this.plain.get(execId)
+    if (a) return a
+    const fresh = new SubCallAccount(DEFAULT_SUB_CALL_BUDGET, this.defaultModel, new AbortController().signal)
+    this.plain.set(execId, fresh)
+    if (this.plain.size > PLAIN_EXEC_ACCOUNTS_MAX) this.plain.delete(this.plain.keys().next().value!)
+    return fresh
+  }
+
+  private async answer(frame: LlmRequestFrame): Promise<{ text?: string; texts?: string[] }> {
+    if (!this.llm) throw new Error('no LLM is configured for this service (OPENAI_BASE_URL is not set)')
+    const prompts = frame.prompts
+    if (!Array.isArray(prompts) || prompts.length === 0 || !prompts.every((p) => typeof p === 'string')) throw new Error('llm_request needs a non-empty list of prompt strings')
+    const tooLong = prompts.findIndex((p) => p.length > MAX_SUB_PROMPT_CHARS)
+    if (tooLong >= 0) throw new Error(`prompt ${tooLong} has ${prompts[tooLong]!.length} characters; the maximum is ${MAX_SUB_PROMPT_CHARS}`)
+    const acct = this.account(String(frame.exec_id ?? ''))
+    const model = typeof frame.model === 'string' && frame.model ? frame.model : acct.defaultModel
+    if (!this.isAllowedModel(model)) throw new Error(`model ${JSON.stringify(model)} is not on this service's allowlist`)
+    const b = acct.budget
+    if (acct.signal.aborted) throw new Error('the turn has ended')
+    if (acct.calls + prompts.length > b.max_calls) {
+      throw new Error(`LLM call budget exhausted: this turn may send ${b.max_calls} prompts to the model; ${acct.calls} were sent and ${prompts.length} more were asked`)
+    }
+    if (acct.tokens >= b.max_tokens) throw new Error(`LLM token budget exhausted: ${acct.tokens} of ${b.max_tokens} tokens used in this turn`)
+    acct.calls += prompts.length
+    const texts = await Promise.all(prompts.map((p) => this.one(acct, model, p)))
+    return texts.length === 1 ? { text: texts[0]!, texts } : { texts }
+  }
+
+  private async one(acct: SubCallAccount, model: string, prompt: string): Promise<string> {
+    const release = await acct.slot()
+    try {
+      const left = acct.budget.max_tokens - acct.tokens
+      if (left <= 0) throw new Error(`LLM token budget exhausted: ${acct.tokens} of ${acct.budget.max_tokens} tokens used in this turn`)
+      const { text, usage } = await this.llm!.complete([{ role: 'user', content: prompt }], {
+        model, signal: acct.signal, idleTimeoutMs: acct.budget.timeout_s * 1000, maxTokens: Math.max(1, Math.min(SUB_CALL_MAX_TOKENS, left)),
+      })
+      acct.tokens += usage?.total_tokens ?? estimateTokens(prompt.length + text.length)
+      return text
+    } catch (err) {
+      if (err instanceof LlmError && err.kind === 'timeout') throw new Error(`the model did not answer within ${acct.budget.timeout_s} s (the per-call timeout)`)
+      throw err
+    } finally {
+      release()
+    }
+  }
+}
