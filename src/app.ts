@@ -16,6 +16,7 @@ import { createMetrics } from './sessions/metrics.js'
 import { authenticate } from './http/auth.js'
 import { installProblemHandling } from './http/problem-handler.js'
 import { SseStreams } from './http/sse.js'
+import { redactUrl } from './http/stream-token.js'
 import { sessionRoutes } from './http/routes/sessions.js'
 import { executionRoutes } from './http/routes/executions.js'
 import { opsRoutes } from './http/routes/ops.js'
@@ -37,7 +38,7 @@ export const API_VERSION = '0.1.0'
 /** Builds the app; `await app.ready()` (or listen) also re-adopts sessions and starts the reaper. */
 export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   const { config } = opts
-  const log = opts.logger ?? pino({ level: config.LOG_LEVEL, redact: { paths: ['req.headers.authorization', 'headers.authorization', '*.apiKey', '*.OPENAI_API_KEY'], censor: '[redacted]' } })
+  const log = opts.logger ?? pino({ level: config.LOG_LEVEL, redact: { paths: ['req.headers.authorization', 'headers.authorization', '*.apiKey', '*.OPENAI_API_KEY'], censor: '[redacted]' }, serializers: { req: serializeRequest } })
   const redis = opts.redis ?? new Redis(config.REDIS_URL, { lazyConnect: false, maxRetriesPerRequest: 3 })
   const blocking = redis.duplicate()
   const store = new RedisStore(redis, config.REPLCAST_KEY_PREFIX, { eventMaxLen: config.EVENT_LOG_MAXLEN, eventTtlS: config.EVENT_LOG_TTL_S })
@@ -89,7 +90,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   })
 
   await app.register(sessionRoutes, { sessions })
-  await app.register(executionRoutes, { sessions, streams })
+  await app.register(executionRoutes, { sessions, streams, secret: () => store.sharedSecret() })
   // LLM turns (agent module) register their routes here.
   await app.register(messageRoutes, { sessions, streams, llm })
   await app.register(opsRoutes, { redis, driver, metrics, openapiYaml: () => app.swagger({ yaml: true }) })
@@ -108,4 +109,9 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     if (!opts.redis) await redis.quit().catch(() => undefined)
   })
   return app
+}
+
+/** Request log fields: no headers (keys), no access tokens in the URL. */
+function serializeRequest(req: { method?: string; url?: string; id?: string }): Record<string, unknown> {
+  return { method: req.method, url: redactUrl(req.url ?? ''), id: req.id }
 }

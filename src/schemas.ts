@@ -91,6 +91,7 @@ export const Event = Type.Object({
   model: Type.Optional(Type.String()),
   value: Type.Optional(Type.String()),
   status: Type.Optional(ref(DoneStatus)),
+  step: Type.Optional(Type.Integer({ minimum: 1, description: 'LLM turns: the model step (agent mode) or attempt (stream mode self-correction) the event belongs to' })),
   duration_ms: Type.Optional(Type.Number()),
 }, { $id: 'Event', description: 'One event; fields present depend on type (see the README\'s event table)' })
 

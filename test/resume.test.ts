@@ -61,6 +61,26 @@ t.test('resuming by Last-Event-ID', async (t) => {
     t.equal(ex.body.status, 'ok')
   })
 
+  t.test('browsers: a short-lived token in ?access_token= replaces the Authorization header for one execution', async (t) => {
+    const a = await api(h.url, 'POST', `/v1/sessions/${sid}/executions`, { code: 'print("for the browser")' })
+    const b = await api(h.url, 'POST', `/v1/sessions/${sid}/executions`, { code: 'print("other")' })
+    const minted = await api(h.url, 'POST', `/v1/sessions/${sid}/executions/${a.body.id}/events-token`)
+    t.equal(minted.status, 201)
+    t.ok(Date.parse(minted.body.expires_at) > Date.now(), 'expires in the future')
+    const url = (eid: string, token: string) => `${h.url}/v1/sessions/${sid}/executions/${eid}/events?access_token=${encodeURIComponent(token)}`
+    const ok = await fetch(url(a.body.id, minted.body.token), { headers: { accept: 'text/event-stream' } })
+    t.equal(ok.status, 200)
+    t.equal(text(await readSse(ok)), 'for the browser\n')
+    const wrongExecution = await fetch(url(b.body.id, minted.body.token), { headers: { accept: 'text/event-stream' } })
+    t.equal(wrongExecution.status, 401, 'the token is for one execution only')
+    await wrongExecution.text()
+    const tampered = await fetch(url(a.body.id, minted.body.token.replace(/.$/, (c: string) => (c === 'A' ? 'B' : 'A'))), { headers: { accept: 'text/event-stream' } })
+    t.equal(tampered.status, 401, 'a tampered token is refused')
+    await tampered.text()
+    const elsewhere = await api(h.url, 'GET', `/v1/sessions/${sid}?access_token=${encodeURIComponent(minted.body.token)}`, undefined, { key: '' })
+    t.equal(elsewhere.status, 401, 'the token opens nothing but the events stream')
+  })
+
   t.test('bad resume positions are rejected, unknown executions are 404', async (t) => {
     const bad = await fetch(`${h.url}/v1/sessions/${sid}/executions/exe_AAAAAAAAAAAAAAAAAAAA/events`, { headers: { authorization: `Bearer ${API_KEY}`, accept: 'text/event-stream' } })
     t.equal(bad.status, 404)

@@ -72,6 +72,22 @@ class Capture:
         self._thread = threading.Thread(target=self._loop, name="replcast-capture", daemon=True)
         self.stdout = None
         self.stderr = None
+        self._owner_pid = os.getpid()
+        os.register_at_fork(after_in_child=self._after_fork_in_child)
+
+    def _after_fork_in_child(self):
+        # A forked child writes to fds 1/2 like anyone else; it must never read
+        # the pipes (it would steal the parent's output) nor take self.lock
+        # (another thread may have held it at fork time).
+        for r in self.read_fds.values():
+            try:
+                os.close(r)
+            except OSError:
+                pass
+
+    @property
+    def active(self):
+        return os.getpid() == self._owner_pid
 
     def install(self):
         """Points fds 1/2 and sys.stdout/stderr at the pipes, starts the reader."""
@@ -149,6 +165,8 @@ class Capture:
 
     def begin(self, exec_id, budget_bytes):
         """Starts attributing text to exec_id; text captured while idle is sent now."""
+        if not self.active:
+            return
         with self.lock:
             self._drain_locked()
             idle = self._target
@@ -158,12 +176,16 @@ class Capture:
 
     def flush(self):
         """Frames all text written so far; call before any rich frame."""
+        if not self.active:
+            return
         with self.lock:
             self._drain_locked()
             self._emit_locked()
 
     def end(self):
         """Frames the remaining text; returns the bytes dropped by the cap."""
+        if not self.active:
+            return 0
         with self.lock:
             self._drain_locked()
             self._emit_locked()

@@ -62,7 +62,17 @@ class Helpers:
 
     # -- user side ---------------------------------------------------------------
 
+    def _current(self, what):
+        if not self.channel.enabled:
+            raise RuntimeError("%s is not available in a forked child process" % what)
+        ctx = self.executor.current
+        if ctx is None:
+            raise RuntimeError("%s can only be used while an execution runs" % what)
+        return ctx
+
     def _round_trip(self, prompts, model):
+        if not self.channel.enabled:
+            raise LLMError("llm_query/llm_batch are not available in a forked child process")
         ctx = self.executor.current
         if ctx is None:
             raise LLMError("llm_query/llm_batch can only be used while an execution runs")
@@ -130,9 +140,7 @@ class Helpers:
 
     def final(self, value):
         """Ends an agent run with str(value) as its answer."""
-        ctx = self.executor.current
-        if ctx is None:
-            raise RuntimeError("FINAL can only be used while an execution runs")
+        ctx = self._current("FINAL")
         self.executor.send_final(ctx, str(value))
 
     def final_var(self, name, _ns):

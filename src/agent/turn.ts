@@ -155,7 +155,7 @@ export class Turn {
     const past = await this.deps.history.recent(p.sid, p.historyLength)
     const system = p.mode === 'agent' ? AGENT_SYSTEM_PROMPT : STREAM_SYSTEM_PROMPT
     const task = p.mode === 'agent' ? agentTaskMessage(p.content, p.context) : p.content
-    return [{ role: 'system', content: system }, ...historyMessages(past, p.includeOutputs, p.outputChars), { role: 'user', content: task }]
+    return mergeRoles([{ role: 'system', content: system }, ...historyMessages(past, p.includeOutputs, p.outputChars), { role: 'user', content: task }])
   }
 
   /** Runs one streamed REPL execution fed by one model reply; returns once its log is mirrored. */
@@ -278,6 +278,17 @@ export class Turn {
     }, this.ac.signal)
     return { status, output, final }
   }
+}
+
+/** Joins consecutive messages of one role: some chat templates insist that roles alternate. */
+function mergeRoles(messages: ChatMessage[]): ChatMessage[] {
+  const out: ChatMessage[] = []
+  for (const m of messages) {
+    const prev = out[out.length - 1]
+    if (prev && prev.role === m.role && m.role !== 'system') prev.content += `\n\n${m.content}`
+    else out.push({ ...m })
+  }
+  return out
 }
 
 function cancelError(reason: string): EventPayload {

@@ -5,6 +5,7 @@ import type { FastifyRequest } from 'fastify'
 import { hashApiKey, type Config } from '../config.js'
 import { AppError } from '../errors.js'
 import type { RedisStore } from '../store/redis-store.js'
+import { verifyStreamToken } from './stream-token.js'
 
 declare module 'fastify' {
   interface FastifyRequest { tenant: string }
@@ -20,11 +21,20 @@ export function tenantForKey(config: Config, key: string): string | null {
   return found
 }
 
+const EVENTS_PATH = /^\/v1\/sessions\/([^/?]+)\/executions\/([^/?]+)\/events(?:\?|$)/
+
 export function authenticate(config: Config, store: RedisStore) {
+  let secret: string | null = null
   return async (request: FastifyRequest): Promise<void> => {
     const header = request.headers.authorization ?? ''
     const m = /^Bearer\s+(\S+)\s*$/i.exec(header)
-    const tenant = m?.[1] ? tenantForKey(config, m[1]) : null
+    let tenant = m?.[1] ? tenantForKey(config, m[1]) : null
+    const token = !header && request.method === 'GET' ? (request.query as { access_token?: string } | undefined)?.access_token : undefined
+    const path = EVENTS_PATH.exec(request.url)
+    if (token && path?.[1] && path[2]) {
+      secret ??= await store.sharedSecret()
+      tenant = verifyStreamToken(secret, token, decodeURIComponent(path[1]), decodeURIComponent(path[2]))
+    }
     if (!tenant) throw new AppError('unauthorized', m ? 'the API key is not valid' : 'send Authorization: Bearer <api key>', { headers: { 'www-authenticate': 'Bearer' } })
     request.tenant = tenant
     request.log = request.log.child({ tenant })

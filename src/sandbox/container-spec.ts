@@ -60,6 +60,9 @@ export function containerConfig(s: SandboxSpec): ContainerCreateOptions {
       Ulimits: [{ Name: 'nofile', Soft: s.nofile, Hard: s.nofile }],
       Init: true,
       IpcMode: 'private',
+      // /dev/shm is a third writable tmpfs (POSIX shared memory, multiprocessing's semaphores);
+      // Docker's default is 64 MiB whatever the limits, so it gets /tmp's cap.
+      ShmSize: s.tmpMb * 1024 * 1024,
       LogConfig: { Type: 'local', Config: { 'max-size': '2m', 'max-file': '1', compress: 'false' } },
       RestartPolicy: { Name: 'no' },
     },

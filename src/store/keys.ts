@@ -14,6 +14,7 @@ export function redisKeys(prefix: string) {
     tenantRate: (tenant: string, window: number) => `${prefix}tenant:${tenant}:rate:${window}`,
     instanceSessions: (iid: string) => `${prefix}instance:${iid}:sessions`,
     deadlines: () => `${prefix}deadlines`,
+    secret: () => `${prefix}stream-token-secret`,
   }
 }
 

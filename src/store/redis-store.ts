@@ -1,5 +1,6 @@
 // Redis is the only shared state: sessions, idle deadlines, leases, executions and
 // their event logs (one Redis Stream per execution; stream ids are the SSE ids).
+import { randomBytes } from 'node:crypto'
 import type { Redis } from 'ioredis'
 import { redisKeys, type RedisKeys } from './keys.js'
 
@@ -173,6 +174,13 @@ export class RedisStore {
   async addInstanceSession(iid: string, sid: string): Promise<void> { await this.redis.sadd(this.keys.instanceSessions(iid), sid) }
   async removeInstanceSession(iid: string, sid: string): Promise<void> { await this.redis.srem(this.keys.instanceSessions(iid), sid) }
   async instanceSessionIds(iid: string): Promise<string[]> { return this.redis.smembers(this.keys.instanceSessions(iid)) }
+
+  /** A secret shared by every API instance of this deployment (created on first use). */
+  async sharedSecret(): Promise<string> {
+    const key = this.keys.secret()
+    await this.redis.set(key, randomBytes(32).toString('hex'), 'NX')
+    return (await this.redis.get(key)) ?? ''
+  }
 
   // ---- quotas ----
   async acquireRunningSlot(tenant: string, max: number): Promise<boolean> {

@@ -7,7 +7,7 @@ export interface SseEvent { id: string; event: string; data: any; at: number }
 export async function api(base: string, method: string, path: string, body?: unknown, opts: { key?: string; headers?: Record<string, string> } = {}): Promise<{ status: number; body: any; headers: Headers }> {
   const res = await fetch(base + path, {
     method,
-    headers: { authorization: `Bearer ${opts.key ?? API_KEY}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...opts.headers },
+    headers: { ...(opts.key === '' ? {} : { authorization: `Bearer ${opts.key ?? API_KEY}` }), ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...opts.headers },
     body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
   })
   const text = await res.text()

@@ -3,6 +3,8 @@
 // fallback); handlers stream real `data: {chunk}\n\n ... data: [DONE]\n\n` bodies.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
+import { API_KEY } from './app.js'
+import { readSse, type SseEvent } from './client.js'
 
 export interface ChatRequest {
   body: any
@@ -146,3 +148,18 @@ export async function startFakeLlm(): Promise<FakeLlm> {
   llm.baseURL = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`
   return llm
 }
+
+/** POSTs a message with Accept: text/event-stream and reads the turn's events (see readSse's `until`). */
+export async function postMessage(base: string, sid: string, body: Record<string, unknown>, opts: { key?: string; until?: (e: SseEvent) => boolean; signal?: AbortSignal } = {}): Promise<{ status: number; location: string | null; events: SseEvent[]; problem?: any }> {
+  const res = await fetch(`${base}/v1/sessions/${sid}/messages`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${opts.key ?? API_KEY}`, 'content-type': 'application/json', accept: 'text/event-stream' },
+    body: JSON.stringify(body),
+    signal: opts.signal,
+  })
+  if (res.status !== 200) return { status: res.status, location: null, events: [], problem: await res.json() }
+  return { status: res.status, location: res.headers.get('location'), events: await readSse(res, opts.until ?? ((e) => e.event === 'done')) }
+}
+
+export const ofType = (events: SseEvent[], type: string) => events.filter((e) => e.event === type)
+export const codeOf = (events: SseEvent[]) => ofType(events, 'code').map((e) => e.data.delta).join('')

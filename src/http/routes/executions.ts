@@ -6,12 +6,13 @@ import { AppError } from '../../errors.js'
 import { ExecuteBody, Execution } from '../../schemas.js'
 import type { SessionService } from '../../sessions/session-service.js'
 import type { SseStreams } from '../sse.js'
+import { mintStreamToken, STREAM_TOKEN_TTL_S } from '../stream-token.js'
 import { ExecutionParams, problems, ref, SessionParams } from '../schema-refs.js'
 
 const SSE_DESCRIPTION = 'Server-Sent Events: `event:` is the event type, `id:` its position (send it back as Last-Event-ID), `data:` the event as JSON. Exactly one `done` event ends the stream.'
 const STREAM_ID = /^\d{1,20}-\d{1,20}$/
 
-export async function executionRoutes(app: FastifyInstance, { sessions, streams }: { sessions: SessionService; streams: SseStreams }): Promise<void> {
+export async function executionRoutes(app: FastifyInstance, { sessions, streams, secret }: { sessions: SessionService; streams: SseStreams; secret: () => Promise<string> }): Promise<void> {
   const r = app.withTypeProvider<TypeBoxTypeProvider>()
   const tags = ['executions']
   const security = [{ bearer: [] }]
@@ -54,7 +55,10 @@ export async function executionRoutes(app: FastifyInstance, { sessions, streams 
       operationId: 'streamExecutionEvents', tags, security, params: ExecutionParams,
       summary: 'Replay an execution\'s events after Last-Event-ID (or ?after=), then follow it live until done',
       headers: Type.Object({ 'last-event-id': Type.Optional(Type.String({ description: 'Resume after this event id' })) }),
-      querystring: Type.Object({ after: Type.Optional(Type.String({ description: 'Resume after this event id (for clients that cannot set headers)' })) }, { additionalProperties: false }),
+      querystring: Type.Object({
+        after: Type.Optional(Type.String({ description: 'Resume after this event id (for clients that cannot set headers)' })),
+        access_token: Type.Optional(Type.String({ description: 'A token from POST .../events-token, for browsers\' EventSource (instead of the Authorization header)' })),
+      }, { additionalProperties: false }),
       response: {
         200: { description: SSE_DESCRIPTION, content: { 'text/event-stream': { schema: { type: 'string' } } } },
         204: { description: 'Nothing after the given id: the execution has ended (EventSource stops reconnecting)', type: 'null' },
@@ -72,6 +76,23 @@ export async function executionRoutes(app: FastifyInstance, { sessions, streams 
       return
     }
     await streams.pipe(req, reply, (onEvent, signal) => sessions.follow(sid, eid, after, onEvent, signal))
+  })
+
+  r.post('/v1/sessions/:id/executions/:eid/events-token', {
+    schema: {
+      operationId: 'createEventsToken', tags, security, params: ExecutionParams,
+      summary: 'A short-lived token that lets a browser\'s EventSource read this execution\'s events (?access_token=)',
+      response: {
+        201: { description: 'The token', ...Type.Object({ token: Type.String(), expires_at: Type.String({ format: 'date-time' }) }) },
+        ...problems('session_not_found', 'execution_not_found'),
+      },
+    },
+  }, async (req, reply) => {
+    const { id: sid, eid } = req.params
+    await sessions.execRecord(req.tenant, sid, eid)
+    const exp = Math.floor(Date.now() / 1000) + STREAM_TOKEN_TTL_S
+    reply.code(201)
+    return { token: mintStreamToken(await secret(), { tenant: req.tenant, sid, eid, exp }), expires_at: new Date(exp * 1000).toISOString() }
   })
 }
 

@@ -1,0 +1,34 @@
+// Short-lived tokens for browsers' EventSource, which cannot send an Authorization header:
+// an HMAC over (tenant, session, execution, expiry), valid for one execution's events only.
+import { createHmac, timingSafeEqual } from 'node:crypto'
+
+export const STREAM_TOKEN_TTL_S = 300
+
+interface Claims { tenant: string; sid: string; eid: string; exp: number }
+
+export function mintStreamToken(secret: string, claims: Claims): string {
+  const body = Buffer.from(JSON.stringify(claims)).toString('base64url')
+  return `${body}.${sign(secret, body)}`
+}
+
+/** The token's tenant when it is genuine, unexpired and for this session and execution; else null. */
+export function verifyStreamToken(secret: string, token: string, sid: string, eid: string, nowMs = Date.now()): string | null {
+  const [body, sig] = token.split('.')
+  if (!body || !sig) return null
+  const want = Buffer.from(sign(secret, body))
+  const got = Buffer.from(sig)
+  if (want.length !== got.length || !timingSafeEqual(want, got)) return null
+  let c: Claims
+  try { c = JSON.parse(Buffer.from(body, 'base64url').toString('utf8')) as Claims } catch { return null }
+  if (c.sid !== sid || c.eid !== eid || typeof c.exp !== 'number' || c.exp * 1000 < nowMs) return null
+  return c.tenant
+}
+
+function sign(secret: string, body: string): string {
+  return createHmac('sha256', secret).update(body).digest('base64url')
+}
+
+/** Removes access tokens from a URL before it is logged. */
+export function redactUrl(url: string): string {
+  return url.replace(/([?&]access_token=)[^&]*/g, '$1[redacted]')
+}
