@@ -8,7 +8,11 @@ set +e
 npx tsc --noEmit -p tsconfig.json
 typecheck=$?
 log="$REPLCAST_STATE/last-test.log"
-npx tap "$@" 2>&1 | tee "$log"
+# The plain TAP stream when output is not a terminal (CI): the interactive reporter can lose its
+# last lines when piped.
+reporter=()
+[ -t 1 ] || reporter=(--reporter=tap)
+npx tap "${reporter[@]}" "$@" 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 summary=$(grep -E '^# \{ total: [0-9]+' "$log" | tail -1)
 pass=$(sed -nE 's/.*pass: ([0-9]+).*/\1/p' <<<"$summary")

@@ -1,11 +1,19 @@
 // Session lifecycle over the API: create, read, list, delete; tenants are isolated; bad input is a clear 4xx.
 import t from 'tap'
 import Docker from 'dockerode'
-import { OTHER_KEY, containersOf, startApp } from './helpers/app.js'
+import { API_KEY, OTHER_KEY, containersOf, startApp } from './helpers/app.js'
 import { api, createSession, executeSse, stdoutOf } from './helpers/client.js'
 
 t.test('sessions', async (t) => {
   const h = await startApp(t, { TENANT_MAX_SESSIONS: '3', MAX_MEMORY_MB: '1024' })
+
+  t.test('a POST without a body creates a session with the defaults', async (t) => {
+    const r = await fetch(`${h.url}/v1/sessions`, { method: 'POST', headers: { authorization: `Bearer ${API_KEY}` } })
+    t.equal(r.status, 201)
+    const s = await r.json()
+    t.match(s, { status: 'ready', runtime: h.config.SANDBOX_RUNTIME, idle_timeout_s: h.config.IDLE_TIMEOUT_S, limits: { memory_mb: h.config.SANDBOX_MEMORY_MB } })
+    await api(h.url, 'DELETE', `/v1/sessions/${s.id}`)
+  })
 
   t.test('create, get, list and delete; the container is gone afterwards', async (t) => {
     const r = await api(h.url, 'POST', '/v1/sessions', { idle_timeout_s: 120, limits: { memory_mb: 256, cpus: 0.5 }, metadata: { purpose: 'test' }, env: { GREETING: 'hello' } })
@@ -89,6 +97,12 @@ t.test('sessions', async (t) => {
       t.equal(r.body.code, code)
       t.match(r.body, { type: `https://replcast.dev/problems/${code}`, title: String, status, detail: String })
     }
+    const plain = await api(h.url, 'POST', '/v1/sessions', 'hello', { headers: { 'content-type': 'text/plain' } })
+    t.equal(plain.status, 415)
+    t.equal(plain.body.code, 'unsupported_media_type')
+    const badUtf8 = await fetch(`${h.url}/v1/sessions`, { method: 'POST', headers: { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json' }, body: Buffer.from([0x7b, 0xff, 0x7d]) })
+    t.equal(badUtf8.status, 400)
+    t.equal((await badUtf8.json()).code, 'bad_request')
     const tooBig = await api(h.url, 'POST', '/v1/sessions/ses_AAAAAAAAAAAAAAAAAAAA/executions', { code: 'x'.repeat(11 * 1024 * 1024) })
     t.equal(tooBig.status, 413)
     t.equal(tooBig.body.code, 'payload_too_large')

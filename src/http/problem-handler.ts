@@ -15,7 +15,7 @@ export function installProblemHandling(app: FastifyInstance): void {
     reply.code(404).type('application/problem+json').send(toProblem(new AppError('not_found', `no route ${req.method} ${req.url.split('?')[0]}`)))
   })
   // JSON bodies: valid UTF-8, no NUL characters, then JSON.parse.
-  app.removeContentTypeParser('application/json')
+  app.removeContentTypeParser(['application/json', 'text/plain'])
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_req, body: Buffer, done) => {
     if (body.length === 0) return done(null, undefined)
     if (!isUtf8(body)) return done(new AppError('bad_request', 'the body is not valid UTF-8'))
@@ -38,5 +38,17 @@ function toAppError(err: FastifyError | AppError): AppError {
   }
   if (fe.statusCode === 406) return new AppError('not_acceptable', 'this endpoint answers text/event-stream only')
   if (fe.statusCode && fe.statusCode >= 400 && fe.statusCode < 500) return new AppError('bad_request', fe.message)
+  if (isBackendDown(err)) return new AppError('unavailable', 'a backing service (Redis or the Docker engine) is unreachable; retry shortly', { headers: { 'retry-after': '2' }, cause: err })
   return new AppError('internal', undefined, { cause: err })
+}
+
+const DOWN_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH'])
+
+/** Connection-level failures of Redis (ioredis) or the Docker engine: the service is degraded, not broken. */
+function isBackendDown(err: unknown): boolean {
+  const e = err as { name?: string; code?: string; message?: string } | null
+  if (!e) return false
+  if (e.name === 'MaxRetriesPerRequestError') return true
+  if (e.code && DOWN_CODES.has(e.code)) return true
+  return /^(Connection is closed|Stream isn't writeable)/.test(e.message ?? '')
 }

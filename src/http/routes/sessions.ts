@@ -12,6 +12,8 @@ export async function sessionRoutes(app: FastifyInstance, { sessions }: { sessio
   const security = [{ bearer: [] }]
 
   r.post('/v1/sessions', {
+    // A POST with no body at all creates a session with every default.
+    preValidation: async (req) => { if (req.body === undefined) req.body = {} },
     schema: {
       operationId: 'createSession', summary: 'Create a session (a new sandbox with a fresh Python REPL)', tags, security,
       body: ref(CreateSessionBody),
