@@ -1,7 +1,7 @@
 // The sandbox image's own Python suites (sandbox-image/tests), each Python test reported
 // as one tap assertion: the REPL suite runs inside the built image under the DESIGN §6
 // baseline flags, the Docker suite runs on the host against `docker run -i` of the image.
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { spawn } from 'node:child_process'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
@@ -43,7 +43,7 @@ interface Summary {
 }
 
 /** Runs one Python suite runner and turns each JSON result line into a tap assertion. */
-async function runSuite(t: Tap.Test, command: string, args: string[]): Promise<void> {
+async function runSuite(t: Test, command: string, args: string[]): Promise<void> {
   const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] })
   let stderr = ''
   child.stderr.setEncoding('utf8')

@@ -78,14 +78,16 @@ class Executor:
     def interrupt(self):
         """Interrupts the running execution, if any (reply is the caller's job)."""
         with self._state_lock:
+            if self.current is None:
+                return
             if self._waiting_job is not None:
                 self._waiting_job.inbox.put(("interrupt", None))
                 return
-            running = self.current is not None
-        if running:
-            if self.on_interrupt is not None:
-                self.on_interrupt()
+            # Recorded by the gate: taken by the next user_code() or chunk wait
+            # if the signal lands while the REPL is between steps.
             self.gate.interrupt_main()
+        if self.on_interrupt is not None:
+            self.on_interrupt()
 
     on_interrupt = None  # set by the server: wakes llm waits on the main thread
 
@@ -103,9 +105,10 @@ class Executor:
         self.count += 1
         ctx = ExecContext(job, self.count)
         self._repair()
+        with self._state_lock:
+            self.current = ctx
         self.channel.send("status", exec_id=ctx.exec_id, state="running")
         self.capture.begin(ctx.exec_id, ctx.max_stream)
-        self.current = ctx
         try:
             if isinstance(job, StreamJob):
                 status = self._run_stream(ctx, job)
@@ -153,8 +156,9 @@ class Executor:
         self._repair()
         self.capture.flush_user_buffers()
         stream_dropped = self.capture.end() + ctx.text_dropped
-        self.current = None
-        self.gate.cancel()
+        with self._state_lock:
+            self.current = None
+            self.gate.cancel()
         if stream_dropped:
             self.channel.send("limit", exec_id=ctx.exec_id, what="stream_bytes", dropped_bytes=stream_dropped)
         if ctx.image_dropped:
@@ -242,6 +246,8 @@ class Executor:
         filename = "<cell-%d>" % ctx.count
         while True:
             with self._state_lock:
+                if self.gate.take_request():
+                    job.inbox.put(("interrupt", None))
                 self._waiting_job = job
             try:
                 kind, text = job.inbox.get()

@@ -47,6 +47,11 @@ class InterruptGate:
 
     def interrupt_main(self):
         """Signals the main thread, repeating until the interrupt is taken."""
+        if signal.getsignal(signal.SIGINT) != self._handler:
+            # User code owns SIGINT (SIG_IGN or its own handler): deliver once,
+            # record nothing; the host escalates if the execution never ends.
+            signal.pthread_kill(self._main_ident, signal.SIGINT)
+            return
         token = object()
         self._request = token
         signal.pthread_kill(self._main_ident, signal.SIGINT)
@@ -55,11 +60,22 @@ class InterruptGate:
     def _retry(self, token):
         for _ in range(RETRY_LIMIT):
             time.sleep(RETRY_INTERVAL_S)
-            if self._request is not token or not self.enabled:
+            if self._request is not token:
                 return
+            if not self.enabled:
+                continue  # REPL bookkeeping; user_code() will take the request
             if signal.getsignal(signal.SIGINT) != self._handler:
+                if self._request is token:
+                    self._request = None
                 return
             signal.pthread_kill(self._main_ident, signal.SIGINT)
+
+    def take_request(self):
+        """True (once) if an interrupt is outstanding; for waits outside user code."""
+        if self._request is not None:
+            self._request = None
+            return True
+        return False
 
     def cancel(self):
         """The execution ended: stop re-sending a pending interrupt."""
@@ -72,6 +88,10 @@ class InterruptGate:
         self._pending = False
         self.enabled = True
         try:
+            if self._request is not None:
+                # Requested while the REPL was between steps of this execution.
+                self._request = None
+                raise KeyboardInterrupt
             yield
         finally:
             self.enabled = previous
