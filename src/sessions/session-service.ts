@@ -14,7 +14,6 @@ import { newId } from './ids.js'
 import { frameToEvent, newPendingExecution, type EventPayload, type PendingExecution } from './execution.js'
 import type { Metrics } from './metrics.js'
 
-const FAR_FUTURE_MS = 8.64e15
 const iso = (ms: number) => new Date(ms).toISOString()
 
 interface LiveSession {
@@ -22,11 +21,11 @@ interface LiveSession {
   tenant: string
   containerId: string
   client: ReplClient
-  generation: number
   queue: PendingExecution[]
   running: PendingExecution | null
   /** True while the host itself stops the container (restart, delete), so the exit is expected. */
   stopping: boolean
+  idleTimeoutS: number
 }
 
 export interface SessionServiceDeps {
@@ -294,10 +293,8 @@ export class SessionService {
     ex.startedAt = Date.now()
     const log = this.log.child({ sessionId: live.id, executionId: ex.id })
     try {
-      await this.store.updateSession(live.id, { status: 'busy', last_active_at: ex.startedAt })
-      await this.store.setDeadline(live.id, FAR_FUTURE_MS)
-      await this.store.updateExecution(live.id, ex.id, { status: 'running', started_at: ex.startedAt })
-      if (!ex.announcedRunning) await this.append(live.id, ex.id, { type: 'status', state: 'running', execution_id: ex.id })
+      await this.store.recordStart(live.id, ex.id, ex.startedAt, ex.announcedRunning ? null : { type: 'status', state: 'running', execution_id: ex.id })
+      if (!ex.announcedRunning) this.deps.feed.notify(live.id, ex.id)
     } catch (err) {
       log.error({ err }, 'could not start execution')
       await this.finish(live, ex, 'killed')
@@ -344,27 +341,22 @@ export class SessionService {
     const started = ex.startedAt || end
     const duration = end - started
     await ex.chain
+    if (live.running === ex) live.running = null
+    else live.queue = live.queue.filter((q) => q !== ex)
+    const alive = this.live.get(live.id) === live && !live.stopping
+    const done = { type: 'done', status, ...(executionCount !== undefined ? { execution_count: executionCount } : {}), duration_ms: duration }
+    const fields = { status, ended_at: end, duration_ms: duration, execution_count: executionCount ?? null, ...(ex.startedAt ? {} : { started_at: null }) }
+    const session = alive ? { fields: { status: live.queue.length ? 'busy' as const : 'ready' as const, last_active_at: end, ...(executionCount !== undefined ? { execution_count: executionCount } : {}) }, deadlineMs: end + live.idleTimeoutS * 1000 } : null
     try {
-      await this.append(live.id, ex.id, { type: 'done', status, ...(executionCount !== undefined ? { execution_count: executionCount } : {}), duration_ms: duration })
-      await this.store.updateExecution(live.id, ex.id, { status, ended_at: end, duration_ms: duration, execution_count: executionCount ?? null, ...(ex.startedAt ? {} : { started_at: null }) })
-      await this.store.expireExecution(live.id, ex.id)
-      await this.store.releaseRunningSlot(live.tenant)
+      await this.store.recordEnd(live.id, ex.id, live.tenant, done, fields, session)
+      this.deps.feed.notify(live.id, ex.id)
     } catch (err) {
       this.log.error({ err, sessionId: live.id, executionId: ex.id }, 'could not record the end of an execution')
     }
     this.deps.metrics.executions.inc({ status })
     this.deps.metrics.executionSeconds.observe(duration / 1000)
     ex.onDone?.(status)
-    if (live.running === ex) live.running = null
-    else live.queue = live.queue.filter((q) => q !== ex)
-    if (this.live.get(live.id) === live && !live.stopping) {
-      const rec = await this.store.getSession(live.id)
-      if (rec && rec.status !== 'dead') {
-        await this.store.updateSession(live.id, { status: live.queue.length ? 'busy' : 'ready', last_active_at: end, ...(executionCount !== undefined ? { execution_count: executionCount } : {}) })
-        await this.store.setDeadline(live.id, end + rec.idle_timeout_s * 1000)
-      }
-      void this.runNext(live)
-    }
+    if (alive) void this.runNext(live)
   }
 
   /** Ends the running and queued executions with `status` (the sandbox is going away). */
@@ -382,9 +374,8 @@ export class SessionService {
   // ---------- local attachment, adoption, death ----------
 
   private attachLive(rec: SessionRecord, handle: SandboxHandle, adopted: boolean): LiveSession {
-    const prev = this.live.get(rec.id)
     const client = new ReplClient(handle.transport, this.log.child({ sessionId: rec.id }), { readyTimeoutMs: this.config.SANDBOX_START_TIMEOUT_MS, expectReady: !adopted })
-    const live: LiveSession = { id: rec.id, tenant: rec.tenant, containerId: handle.containerId, client, generation: (prev?.generation ?? 0) + 1, queue: [], running: null, stopping: false }
+    const live: LiveSession = { id: rec.id, tenant: rec.tenant, containerId: handle.containerId, client, queue: [], running: null, stopping: false, idleTimeoutS: rec.idle_timeout_s }
     this.live.set(rec.id, live)
     const onLlm = this.deps.onLlmRequest
     if (onLlm) client.onLlmRequest((f) => onLlm({ sessionId: rec.id, tenant: rec.tenant, client, append: (eid, e) => this.append(rec.id, eid, e) }, f))

@@ -37,6 +37,8 @@ export interface ExecutionRecord {
 
 export interface LoggedEvent { id: string; type: string; [k: string]: unknown }
 
+const FAR_FUTURE_MS = 8.64e15
+
 const JSON_FIELDS = new Set(['limits', 'metadata', 'env'])
 const NUM_FIELDS = new Set(['timeout_ms', 'created_at', 'last_active_at', 'idle_timeout_s', 'execution_count', 'started_at', 'ended_at', 'duration_ms'])
 
@@ -79,6 +81,14 @@ const INCR_BELOW = `
 local n = tonumber(redis.call('GET', KEYS[1]) or '0')
 if n >= tonumber(ARGV[1]) then return 0 end
 redis.call('INCR', KEYS[1])
+return 1`
+
+// Updates a live session (never a deleted or dead one) and moves its idle deadline, atomically.
+const SESSION_ACTIVITY = `
+local st = redis.call('HGET', KEYS[1], 'status')
+if (not st) or st == 'dead' then return 0 end
+for i = 3, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+redis.call('ZADD', KEYS[2], 'XX', ARGV[1], ARGV[2])
 return 1`
 
 export class RedisStore {
@@ -144,6 +154,32 @@ export class RedisStore {
   async setDeadline(id: string, deadlineMs: number, onlyLater = false): Promise<void> {
     if (onlyLater) await this.redis.zadd(this.keys.deadlines(), 'XX', 'GT', deadlineMs, id)
     else await this.redis.zadd(this.keys.deadlines(), 'XX', deadlineMs, id)
+  }
+
+  /** Execution start: session busy, never reaped while running, execution running, optionally its `running` status event. */
+  async recordStart(sid: string, eid: string, startedAt: number, statusEvent: object | null): Promise<void> {
+    const m = this.redis.multi()
+      .eval(SESSION_ACTIVITY, 2, this.keys.session(sid), this.keys.deadlines(), FAR_FUTURE_MS, sid, 'status', 'busy', 'last_active_at', startedAt)
+      .hset(this.keys.execution(sid, eid), toHash({ status: 'running', started_at: startedAt }))
+    if (statusEvent) m.xadd(this.keys.events(sid, eid), 'MAXLEN', '~', this.opts.eventMaxLen, '*', 'e', JSON.stringify(statusEvent))
+    await m.exec()
+  }
+
+  /**
+   * Execution end, in one round trip: the `done` event, the execution record (and its expiry), the
+   * tenant's running slot, and (when `session` is given) the session's status and idle deadline.
+   */
+  async recordEnd(sid: string, eid: string, tenant: string, done: object, fields: Partial<ExecutionRecord>, session: { fields: Partial<SessionRecord>; deadlineMs: number } | null): Promise<void> {
+    const m = this.redis.multi()
+      .xadd(this.keys.events(sid, eid), 'MAXLEN', '~', this.opts.eventMaxLen, '*', 'e', JSON.stringify(done))
+      .hset(this.keys.execution(sid, eid), toHash(fields))
+      .expire(this.keys.execution(sid, eid), this.opts.eventTtlS)
+      .expire(this.keys.events(sid, eid), this.opts.eventTtlS)
+      .decr(this.keys.tenantRunning(tenant))
+    if (session) m.eval(SESSION_ACTIVITY, 2, this.keys.session(sid), this.keys.deadlines(), session.deadlineMs, sid, ...Object.entries(toHash(session.fields)).flat())
+    const res = await m.exec()
+    const running = Number(res?.[4]?.[1] ?? 0)
+    if (running < 0) await this.redis.set(this.keys.tenantRunning(tenant), 0)
   }
 
   async claimDue(nowMs: number, max = 100): Promise<string[]> {
