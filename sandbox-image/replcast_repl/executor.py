@@ -249,6 +249,11 @@ class Executor:
                 if self.gate.take_request():
                     job.inbox.put(("interrupt", None))
                 self._waiting_job = job
+            if job.inbox.empty():
+                # About to wait for the model's next tokens: what the last statement printed
+                # goes out now instead of after the coalescing delay.
+                self.capture.flush_user_buffers()
+                self.capture.flush()
             try:
                 kind, text = job.inbox.get()
             finally:

@@ -14,7 +14,7 @@ const FENCE = /^\s*(```|~~~)/
 
 type Decision = 'pass' | 'drop' | 'hold' | 'suspicious'
 
-/** Tracks just enough Python lexing to know when a line start is inside a string or brackets. */
+/** Tracks just enough Python lexing to know when a line start is inside a string or brackets; fed whole lines. */
 class PyScan {
   private quote: string | null = null // ' " ''' """
   private escape = false
@@ -69,8 +69,8 @@ export class CodeFilter {
     for (const c of text) {
       if (this.decision === 'pass') {
         out += c
-        this.scan.feed(c)
-        if (c === '\n') this.reset()
+        this.line += c
+        if (c === '\n') { this.scan.feed(this.line); this.reset() }
         continue
       }
       if (this.decision === 'drop') {
@@ -83,8 +83,7 @@ export class CodeFilter {
       this.decision = this.decide(complete)
       if (this.decision === 'pass') {
         out += this.line
-        this.scan.feed(this.line)
-        if (complete) this.reset()
+        if (complete) { this.scan.feed(this.line); this.reset() }
       } else if (complete) {
         if (this.decision !== 'drop') throw new Error('undecided complete line') // decide() always decides complete lines
         this.dropped.push(this.line)
@@ -165,7 +164,9 @@ export class CodeFilter {
 export function isProse(line: string): boolean {
   const tokens = line.trim().split(/\s+/)
   const plain = (t: string) => PLAIN_WORD.test(t) && !KEYWORDS.has(t.replace(/[,.;:!?]+$/, ''))
-  for (let i = 0; i + 1 < tokens.length; i++) if (plain(tokens[i]!) && plain(tokens[i + 1]!)) return true
+  // Assignments and subscripts are code; prose may still contain (parentheses).
+  const codeLike = /=|\[|\{/.test(line)
+  if (!codeLike) for (let i = 0; i + 1 < tokens.length; i++) if (plain(tokens[i]!) && plain(tokens[i + 1]!)) return true
   const first = tokens[0]!.replace(/[,.;:!?]+$/, '')
   if (/[A-Za-z][.!?:]$/.test(line.trim()) && !KEYWORDS.has(first) && !/[()[\]=]/.test(line)) return true
   if (/^\d+[.)]\s+[A-Za-z]/.test(line) || /^[*\->]\s+[A-Za-z]/.test(line)) return !/[()=]/.test(line)

@@ -1,7 +1,7 @@
 // The one wrapper around the `openai` SDK: a streamed reply as an async iterable of text
 // deltas, and a plain completion for sub-calls. It turns the SDK's edges (silent early end,
 // a stalled stream, malformed chunks, HTTP errors) into one error type with a clear message.
-import OpenAI from 'openai'
+import { OpenAI } from 'openai'
 import type { Logger } from 'pino'
 
 export type ChatMessage = { role: 'system' | 'user' | 'assistant'; content: string }

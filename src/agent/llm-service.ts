@@ -47,6 +47,9 @@ export class LlmService {
 
   get configured(): boolean { return this.llm !== null }
 
+  /** The model sandbox code of `execId` reaches when it names none. */
+  readonly modelFor = (execId: string): string => this.subCalls.modelFor(execId)
+
   /** SessionService's onLlmRequest hook (sandbox llm_query/llm_batch). */
   readonly onLlmRequest = (ctx: LlmRequestContext, frame: LlmRequestFrame): void => this.subCalls.handle(ctx, frame)
 
@@ -114,6 +117,15 @@ export class LlmService {
 
   /** Interrupts a turn that is still going (its client went away and asked for that). No-op once it ended. */
   cancel(turnId: string, reason: string): void { this.turns.get(turnId)?.cancel(reason) }
+
+  /** Ends the session's running turns (an interrupt that arrived between two steps); true when there was one. */
+  cancelSession(sid: string): boolean {
+    let hit = false
+    for (const t of this.turns.values()) {
+      if (t.sessionId === sid && t.started) { t.cancel('interrupted by the client'); hit = true }
+    }
+    return hit
+  }
 
   /** The session's conversation, oldest first (the newest `limit` messages). */
   async messages(tenant: string, sid: string, limit: number): Promise<MessageT[]> {

@@ -1,6 +1,7 @@
 // Request and response shapes of LLM turns (POST/GET /v1/sessions/{id}/messages). Registered
 // as OpenAPI components in app.ts; ceilings come from limits.ts.
 import { Type, type Static } from 'typebox'
+import { ref } from '../schemas.js'
 import {
   DEFAULT_HISTORY_LENGTH, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_STEPS, DEFAULT_MODEL_TIMEOUT_S, DEFAULT_OUTPUT_CHARS, DEFAULT_SUB_CALL_BUDGET,
   DEFAULT_TURN_TIMEOUT_S, MAX_ATTEMPTS_CEILING, MAX_HISTORY_LENGTH_CEILING, MAX_MODEL_TIMEOUT_S, MAX_OUTPUT_CHARS_CEILING, MAX_STEPS_CEILING,
@@ -50,7 +51,7 @@ export const Message = Type.Object({
 }, { $id: 'Message' })
 
 export const MessageList = Type.Object({
-  messages: Type.Array(Message, { description: 'Oldest first' }),
+  messages: Type.Array(ref(Message), { description: 'Oldest first' }),
 }, { $id: 'MessageList' })
 
 export type MessageRequestT = Static<typeof MessageRequest>

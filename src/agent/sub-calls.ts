@@ -50,6 +50,9 @@ export class SubCalls {
   register(execId: string, account: SubCallAccount): void { this.accounts.set(execId, account) }
   unregister(execId: string): void { this.accounts.delete(execId) }
 
+  /** The model a sub-call of `execId` that names none goes to (for its llm_call event). */
+  modelFor(execId: string): string { return (this.accounts.get(execId) ?? this.plain.get(execId))?.defaultModel ?? this.defaultModel }
+
   /** The SessionService's onLlmRequest hook. Never throws; always answers the frame. */
   handle(ctx: LlmRequestContext, frame: LlmRequestFrame): void {
     const reply = (payload: { text?: string; texts?: string[]; error?: string }) => ctx.client.sendLlmResponse(String(frame.id), payload)

@@ -20,6 +20,8 @@ import { SubCallAccount, type SubCalls } from './sub-calls.js'
 /** Output kept per step for the model and the history (the model sees a truncated part of it). */
 const STEP_OUTPUT_KEEP_CHARS = 200_000
 const SET_VAR_TIMEOUT_MS = 60_000
+/** Ends a broken reply: `$` is not Python anywhere outside a string, so what precedes it cannot run as a statement. */
+const POISON_LINE = '\n$\n'
 
 export interface TurnParams {
   tenant: string
@@ -65,6 +67,10 @@ export class Turn {
   private firstStepStarted = false
 
   constructor(private readonly p: TurnParams, private readonly deps: TurnDeps, private readonly announcedQueued: boolean) {}
+
+  get sessionId(): string { return this.p.sid }
+  /** Whether its first step has started (a turn still waiting behind another is not interrupted). */
+  get started(): boolean { return this.firstStepStarted }
 
   /** Ends the turn early (client gone, service closing): interrupts the running step. */
   cancel(reason: string): void {
@@ -170,19 +176,19 @@ export class Turn {
     const model = new AbortController()
     const abortModel = () => model.abort()
     this.ac.signal.addEventListener('abort', abortModel, { once: true })
-    let selfInterrupted = false
+    let poisoned = false
     let pumped: Promise<{ code: string; llmError: LlmError | null }> = Promise.resolve({ code: '', llmError: null })
     const done = new Promise<DoneStatusT>((resolve) => {
       ex.onDone = (s) => { state.ended = true; model.abort(); resolve(s) }
     })
     ex.onStart = () => {
       this.runningStep = state
-      pumped = this.pump(live, n, eid, messages.slice(), model.signal, state, () => { selfInterrupted = true })
+      pumped = this.pump(live, n, eid, messages.slice(), model.signal, state, () => { poisoned = true })
     }
     subCalls.register(eid, new SubCallAccount(p.budget, p.model, this.ac.signal))
     try {
       await sessions.enqueue(live, ex)
-      const mirrored = await this.mirror(n, eid, () => selfInterrupted)
+      const mirrored = await this.mirror(n, eid, () => poisoned)
       // The REPL's done can only come after the pump ended the stream (or an interrupt ended it first).
       const status = mirrored.status ?? (this.ac.signal.aborted ? null : await done)
       const { code, llmError } = await pumped
@@ -196,7 +202,7 @@ export class Turn {
   }
 
   /** Streams one model reply into the REPL; ends the REPL stream in every case. */
-  private async pump(live: LiveSession, n: number, eid: string, messages: ChatMessage[], signal: AbortSignal, state: { ended: boolean }, markSelfInterrupt: () => void): Promise<{ code: string; llmError: LlmError | null }> {
+  private async pump(live: LiveSession, n: number, eid: string, messages: ChatMessage[], signal: AbortSignal, state: { ended: boolean }, markPoisoned: () => void): Promise<{ code: string; llmError: LlmError | null }> {
     const p = this.p
     const { sessions, llm } = this.deps
     const client = live.client
@@ -242,9 +248,11 @@ export class Turn {
         llmError = err instanceof LlmError ? err : new LlmError(`the turn could not continue: ${err instanceof Error ? err.message : String(err)}`, 'protocol', { cause: err })
         this.deps.log.info({ sessionId: p.sid, turnId: p.turnId, err: llmError.message }, 'model reply failed')
         await sessions.append(p.sid, eid, { type: 'error', ename: 'LLMError', evalue: llmError.message, traceback: [], step: n }).catch(() => undefined)
-        // What the broken reply left unfinished must not run: interrupt the step instead of ending it.
-        markSelfInterrupt()
-        await sessions.interrupt(p.tenant, p.sid).catch(() => undefined)
+        // What the broken reply left unfinished must not run, but the complete statements before it
+        // must: a line that can never compile follows it, so the REPL runs every complete statement
+        // and reports the unfinished rest as a SyntaxError, which the mirror leaves out.
+        markPoisoned()
+        if (!state.ended) client.streamChunk(eid, POISON_LINE)
       }
     } finally {
       client.streamEnd(eid)
@@ -254,7 +262,7 @@ export class Turn {
   }
 
   /** Copies a step's events (minus its status and done) into the turn's log, in order. */
-  private async mirror(n: number, eid: string, selfInterrupted: () => boolean): Promise<{ status: DoneStatusT | null; output: StepOutput; final: string | undefined }> {
+  private async mirror(n: number, eid: string, poisoned: () => boolean): Promise<{ status: DoneStatusT | null; output: StepOutput; final: string | undefined }> {
     const output: StepOutput = { output: '', error: null }
     let status: DoneStatusT | null = null
     let final: string | undefined
@@ -270,7 +278,7 @@ export class Turn {
         case 'result': keep(`${String((e.data as Record<string, unknown> | undefined)?.['text/plain'] ?? '')}\n`); break
         case 'final': final = String(e.value ?? ''); break
         case 'error':
-          if (selfInterrupted() && e.ename === 'KeyboardInterrupt') return
+          if (poisoned() && e.ename === 'SyntaxError') return
           if (e.ename !== 'LLMError') output.error = { ename: String(e.ename ?? 'Error'), evalue: String(e.evalue ?? ''), traceback: Array.isArray(e.traceback) ? e.traceback.map(String) : [] }
           break
       }

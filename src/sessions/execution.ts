@@ -6,7 +6,7 @@ import type { ReplFrame } from '../repl/protocol.js'
 export type EventPayload = { type: string; [k: string]: unknown }
 
 /** Maps a REPL frame to the API event it becomes (null: not shown to clients). */
-export function frameToEvent(f: ReplFrame): EventPayload | null {
+export function frameToEvent(f: ReplFrame, defaultModel: string): EventPayload | null {
   const seq = typeof f.seq === 'number' ? { seq: f.seq } : {}
   switch (f.type) {
     case 'stream': return { type: f.name === 'stderr' ? 'stderr' : 'stdout', text: String(f.text ?? ''), ...seq }
@@ -15,7 +15,7 @@ export function frameToEvent(f: ReplFrame): EventPayload | null {
     case 'error': return { type: 'error', ename: String(f.ename ?? 'Error'), evalue: String(f.evalue ?? ''), traceback: Array.isArray(f.traceback) ? f.traceback.map(String) : [], ...seq }
     case 'limit': return { type: 'limit', what: String(f.what ?? 'output'), dropped_bytes: Number(f.dropped_bytes ?? 0), ...seq }
     case 'final': return { type: 'final', value: String(f.value ?? ''), ...seq }
-    case 'llm_request': return { type: 'llm_call', prompts: Array.isArray(f.prompts) ? f.prompts.length : 0, model: typeof f.model === 'string' ? f.model : '', ...seq }
+    case 'llm_request': return { type: 'llm_call', prompts: Array.isArray(f.prompts) ? f.prompts.length : 0, model: typeof f.model === 'string' && f.model ? f.model : defaultModel, ...seq }
     default: return null
   }
 }

@@ -37,6 +37,10 @@ export interface SessionServiceDeps {
   metrics: Metrics
   /** Answers llm_query/llm_batch calls made by sandbox code (the agent module); absent = they fail with a clear error. */
   onLlmRequest?: (ctx: LlmRequestContext, frame: LlmRequestFrame) => void
+  /** An interrupt found no execution running (e.g. an LLM turn between two steps): true when it ended something. */
+  onIdleInterrupt?: (sessionId: string) => boolean
+  /** The model an execution's llm_query/llm_batch use when the code names none (for llm_call events). */
+  llmModelFor?: (execId: string) => string
 }
 
 export interface LlmRequestContext { sessionId: string; tenant: string; client: ReplClient; append: (execId: string, event: EventPayload) => Promise<string> }
@@ -250,7 +254,10 @@ export class SessionService {
     const rec = await this.record(tenant, sid)
     const live = this.live.get(sid) ?? (rec.status === 'dead' ? null : await this.ensureLocal(rec))
     const ex = live?.running
-    if (!live || !ex) throw new AppError('nothing_running', 'no execution is running in this session')
+    if (!live || !ex) {
+      if (this.deps.onIdleInterrupt?.(sid)) return
+      throw new AppError('nothing_running', 'no execution is running in this session')
+    }
     this.interruptRunning(live, ex, 'interrupted')
   }
 
@@ -315,7 +322,7 @@ export class SessionService {
       void this.finish(live, ex, ex.forcedStatus ?? reported, typeof f.execution_count === 'number' ? f.execution_count : undefined)
       return
     }
-    const event = frameToEvent(f)
+    const event = frameToEvent(f, this.deps.llmModelFor?.(ex.id) ?? this.config.REPLCAST_MODEL)
     if (event) ex.chain = ex.chain.then(() => this.append(live.id, ex.id, event)).catch((err) => this.log.error({ err }, 'event append failed'))
   }
 

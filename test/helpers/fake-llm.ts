@@ -77,8 +77,11 @@ export class FakeResponse {
     this.raw.end(JSON.stringify({ error: { message, type: 'server_error', code: null } }))
   }
 
-  /** Cuts the connection without finishing the stream. */
-  cut(): void { this.raw.socket?.destroy() }
+  /** Cuts the connection without finishing the stream (after what was written has been sent). */
+  async cut(): Promise<void> {
+    await new Promise<void>((r) => this.raw.write('', () => r()))
+    this.raw.socket?.destroy()
+  }
 
   begun(): void { this.begin() }
 }
