@@ -14,7 +14,8 @@ import { EventFeed } from './store/event-feed.js'
 import { SessionService } from './sessions/session-service.js'
 import { createMetrics } from './sessions/metrics.js'
 import { authenticate } from './http/auth.js'
-import { installProblemHandling } from './http/problem-handler.js'
+import { frameworkErrorHandler, installProblemHandling } from './http/problem-handler.js'
+import { installValidation } from './http/validation.js'
 import { SseStreams } from './http/sse.js'
 import { redactUrl } from './http/stream-token.js'
 import { sessionRoutes } from './http/routes/sessions.js'
@@ -39,8 +40,12 @@ export const API_VERSION = '0.1.0'
 export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   const { config } = opts
   const log = opts.logger ?? pino({ level: config.LOG_LEVEL, redact: { paths: ['req.headers.authorization', 'headers.authorization', '*.apiKey', '*.OPENAI_API_KEY'], censor: '[redacted]' }, serializers: { req: serializeRequest } })
-  const redis = opts.redis ?? new Redis(config.REDIS_URL, { lazyConnect: false, maxRetriesPerRequest: 3 })
+  // A request fails fast (503 unavailable) while Redis is away; the connection keeps retrying.
+  const redis = opts.redis ?? new Redis(config.REDIS_URL, { lazyConnect: false, maxRetriesPerRequest: 1 })
   const blocking = redis.duplicate()
+  for (const [name, conn] of [['redis', redis], ['redis-blocking', blocking]] as const) {
+    conn.on('error', (err: Error) => log.warn({ err: { message: err.message }, connection: name }, 'redis connection error'))
+  }
   const store = new RedisStore(redis, config.REPLCAST_KEY_PREFIX, { eventMaxLen: config.EVENT_LOG_MAXLEN, eventTtlS: config.EVENT_LOG_TTL_S })
   const feed = new EventFeed(store, blocking, log.child({ component: 'event-feed' }))
   const driver = opts.driver ?? new DockerSandboxDriver(config.DOCKER_HOST, log.child({ component: 'docker' }))
@@ -55,7 +60,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     loggerInstance: log as unknown as FastifyBaseLogger,
     bodyLimit: config.BODY_LIMIT_BYTES,
     genReqId: () => `req_${randomUUID()}`,
-    ajv: { customOptions: { removeAdditional: false, coerceTypes: 'array', useDefaults: true } },
+    frameworkErrors: frameworkErrorHandler,
   })
   installProblemHandling(app)
   await app.register(fastifySwagger, {
@@ -78,9 +83,11 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     },
     refResolver: { buildLocalReference: (json, _base, _fragment, i) => String((json as { $id?: string }).$id ?? `def-${i}`) },
   })
-  for (const s of [schemas.Runtime, schemas.Limits, schemas.CreateSessionBody, schemas.Session, schemas.SessionList, schemas.ExecuteBody, schemas.DoneStatus, schemas.ExecutionStatus, schemas.EventType, schemas.Event, schemas.Execution, schemas.Problem, agentSchemas.MessageRequest, agentSchemas.Message, agentSchemas.MessageList]) {
-    app.addSchema(s)
-  }
+  installValidation(app, [
+    schemas.Runtime, schemas.Limits, schemas.CreateSessionBody, schemas.Session, schemas.SessionList, schemas.ExecuteBody, schemas.DoneStatus,
+    schemas.ExecutionStatus, schemas.EventType, schemas.Event, schemas.Execution, schemas.Problem,
+    agentSchemas.MessageRequest, agentSchemas.Message, agentSchemas.MessageList,
+  ])
   await app.register(fastifySSE, { heartbeatInterval: config.SSE_HEARTBEAT_MS })
 
   const auth = authenticate(config, store)

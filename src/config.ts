@@ -5,6 +5,7 @@ import { Value } from 'typebox/value'
 import { readFileSync } from 'node:fs'
 import { createHash } from 'node:crypto'
 import { hostname } from 'node:os'
+import { parseTenantLimits, TenantLimitsError, type TenantPolicy } from './tenants.js'
 
 const Int = (def: number, min: number, max: number, description: string) =>
   Type.Integer({ default: def, minimum: min, maximum: max, description })
@@ -37,6 +38,8 @@ export const ConfigSchema = Type.Object({
   MAX_MEMORY_MB: Int(2048, 32, 1 << 20, 'Ceiling for a session\'s memory_mb'),
   MAX_CPUS: Num(2, 0.05, 256, 'Ceiling for a session\'s cpus'),
   MAX_PIDS: Int(512, 8, 1 << 20, 'Ceiling for a session\'s pids'),
+  MAX_WORKSPACE_MB: Int(1024, 1, 1 << 20, 'Ceiling for a session\'s workspace_mb'),
+  MAX_OUTPUT_BYTES: Int(100_000_000, 1024, 1 << 30, 'Ceiling for a session\'s output_bytes'),
   IDLE_TIMEOUT_S: Int(600, 1, 30 * 86400, 'Default idle time before a session is reaped'),
   MAX_IDLE_TIMEOUT_S: Int(86400, 1, 30 * 86400, 'Ceiling for a session\'s idle_timeout_s'),
   EXEC_TIMEOUT_S: Num(60, 0.1, 86400, 'Default execution timeout'),
@@ -54,13 +57,15 @@ export const ConfigSchema = Type.Object({
   TENANT_MAX_SESSIONS: Int(20, 1, 1 << 20, 'Live sessions per tenant'),
   TENANT_MAX_CONCURRENT_EXECUTIONS: Int(10, 1, 1 << 20, 'Running executions per tenant'),
   TENANT_RATE_PER_MIN: Int(1200, 1, 1 << 30, 'Requests per minute per tenant'),
+  REPLCAST_TENANT_LIMITS: Str('', 'Per-tenant overrides of the TENANT_* quotas and MAX_* ceilings, JSON: {"*": {...}, "acme": {"max_sessions": 50}}'),
+  REPLCAST_TENANT_LIMITS_FILE: Str('', 'File holding the same JSON (instead of REPLCAST_TENANT_LIMITS)'),
   OPENAI_BASE_URL: Str('', 'OpenAI-compatible endpoint; empty = LLM turns answer 503'),
   OPENAI_API_KEY: Str('', 'Key for the LLM endpoint (never logged)'),
   REPLCAST_MODEL: Str('gpt-4o-mini', 'Default model'),
   REPLCAST_MODELS: Str('', 'Comma-separated allowlist of models a request may choose'),
 })
 
-export type Config = Readonly<Static<typeof ConfigSchema>> & { readonly apiKeys: ReadonlyMap<string, string>; readonly instanceId: string }
+export type Config = Readonly<Static<typeof ConfigSchema>> & { readonly apiKeys: ReadonlyMap<string, string>; readonly instanceId: string; readonly tenantLimits: TenantPolicy }
 
 export class ConfigError extends Error {}
 
@@ -85,7 +90,15 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   const apiKeys = parseApiKeys(parsed.REPLCAST_API_KEYS, parsed.REPLCAST_API_KEYS_FILE)
   if (apiKeys.size === 0) throw new ConfigError('no API keys: set REPLCAST_API_KEYS=tenant=key or REPLCAST_API_KEYS_FILE')
   const instanceId = parsed.REPLCAST_INSTANCE_ID || `${hostname()}:${parsed.PORT}`
-  return Object.freeze({ ...parsed, apiKeys, instanceId })
+  let tenantLimits: TenantPolicy
+  try {
+    const json = parsed.REPLCAST_TENANT_LIMITS_FILE ? readFileSync(parsed.REPLCAST_TENANT_LIMITS_FILE, 'utf8') : parsed.REPLCAST_TENANT_LIMITS
+    tenantLimits = parseTenantLimits(json, parsed)
+  } catch (err) {
+    if (err instanceof TenantLimitsError) throw new ConfigError(err.message)
+    throw err
+  }
+  return Object.freeze({ ...parsed, apiKeys, instanceId, tenantLimits })
 }
 
 /** sha256(key) → tenant. Only hashes are kept; keys never appear in errors or logs. */

@@ -22,14 +22,20 @@ export const Limits = Type.Object({
   memory_mb: Type.Integer({ minimum: 32, description: 'Memory limit in MiB (no swap)' }),
   cpus: Type.Number({ minimum: 0.05, description: 'CPU limit in cores' }),
   pids: Type.Integer({ minimum: 8, description: 'Process and thread limit' }),
+  workspace_mb: Type.Integer({ minimum: 1, description: 'Size of the /workspace tmpfs in MiB (it counts against memory_mb)' }),
+  output_bytes: Type.Integer({ minimum: 1024, description: 'Output bytes streamed per execution; more is dropped and counted in a limit event' }),
 }, { $id: 'Limits', additionalProperties: false })
 
 export const LimitsRequest = Type.Partial(Limits, { additionalProperties: false })
 
-export const Metadata = Type.Record(Type.String({ maxLength: 64 }), Type.String({ maxLength: 1024 }), {
+export const Metadata = Type.Record(Type.String({ pattern: '^.{1,64}$' }), Type.String({ maxLength: 1024 }), {
   maxProperties: 32,
+  additionalProperties: false,
   description: 'Free-form string labels kept with the session',
 })
+
+/** Environment names a session may set: not PATH/HOME, nor PYTHON*, LD_*, MPL*, REPLCAST_* (they steer the REPL itself). */
+const ENV_NAME = '^(?!(PATH|HOME)$)(?!PYTHON|LD_|MPL|REPLCAST_)[A-Za-z_][A-Za-z0-9_]{0,127}$'
 
 export const SessionStatus = Type.Union([Type.Literal('starting'), Type.Literal('ready'), Type.Literal('busy'), Type.Literal('dead')])
 
@@ -37,7 +43,11 @@ export const CreateSessionBody = Type.Object({
   idle_timeout_s: Type.Optional(Type.Integer({ minimum: 1, description: 'Idle seconds before the session is reaped' })),
   runtime: Type.Optional(ref(Runtime)),
   limits: Type.Optional(LimitsRequest),
-  env: Type.Optional(Type.Record(Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_]{0,127}$' }), Type.String({ maxLength: 4096 }), { maxProperties: 64, description: 'Environment variables for the REPL process' })),
+  env: Type.Optional(Type.Record(Type.String({ pattern: ENV_NAME }), Type.String({ maxLength: 4096 }), {
+    maxProperties: 64,
+    additionalProperties: false,
+    description: 'Environment variables for the REPL process (names that steer Python, the loader or replcast itself, and PATH/HOME, are refused)',
+  })),
   metadata: Type.Optional(Metadata),
 }, { $id: 'CreateSessionRequest', additionalProperties: false })
 

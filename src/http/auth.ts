@@ -39,8 +39,9 @@ export function authenticate(config: Config, store: RedisStore) {
     request.tenant = tenant
     request.log = request.log.child({ tenant })
     const { count, resetMs } = await store.countRequest(tenant, Date.now())
-    if (count > config.TENANT_RATE_PER_MIN) {
-      throw new AppError('rate_limited', `more than ${config.TENANT_RATE_PER_MIN} requests this minute`, { headers: { 'retry-after': String(Math.ceil(resetMs / 1000)) } })
+    const perMinute = config.tenantLimits.for(tenant).rate_per_min
+    if (count > perMinute) {
+      throw new AppError('rate_limited', `more than ${perMinute} requests this minute`, { headers: { 'retry-after': String(Math.ceil(resetMs / 1000)) } })
     }
   }
 }

@@ -1,6 +1,6 @@
 // Turns every error into application/problem+json with a stable code; 5xx hide internals.
 import { isUtf8 } from 'node:buffer'
-import type { FastifyError, FastifyInstance } from 'fastify'
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { AppError, toProblem } from '../errors.js'
 
 export function installProblemHandling(app: FastifyInstance): void {
@@ -16,13 +16,25 @@ export function installProblemHandling(app: FastifyInstance): void {
   })
   // JSON bodies: valid UTF-8, no NUL characters, then JSON.parse.
   app.removeContentTypeParser(['application/json', 'text/plain'])
-  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_req, body: Buffer, done) => {
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body: Buffer, done) => {
+    // JSON is UTF-8 (RFC 8259); a body declared in another charset is refused rather than misread.
+    const charset = /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(req.headers['content-type'] ?? '')?.[1]?.toLowerCase()
+    if (charset && charset !== 'utf-8' && charset !== 'utf8') return done(new AppError('unsupported_media_type', `send the body as application/json in UTF-8 (not ${charset})`))
     if (body.length === 0) return done(null, undefined)
     if (!isUtf8(body)) return done(new AppError('bad_request', 'the body is not valid UTF-8'))
     const text = body.toString('utf8')
     if (text.includes('\0') || /\\u0000/i.test(text)) return done(new AppError('bad_request', 'the body contains NUL characters'))
     try { done(null, JSON.parse(text)) } catch (e) { done(new AppError('bad_request', `the body is not valid JSON: ${(e as Error).message}`)) }
   })
+}
+
+/**
+ * Fastify's `frameworkErrors` option: errors raised before routing (a URL that is not valid
+ * percent-encoded UTF-8, FST_ERR_BAD_URL; a bad Content-Type header) answer problem+json too.
+ */
+export function frameworkErrorHandler(err: FastifyError, _req: FastifyRequest, reply: FastifyReply): void {
+  const appErr = err.code === 'FST_ERR_BAD_URL' ? new AppError('bad_request', 'the URL is not valid percent-encoded UTF-8') : toAppError(err)
+  reply.code(appErr.status).headers(appErr.headers).type('application/problem+json').send(toProblem(appErr))
 }
 
 function toAppError(err: FastifyError | AppError): AppError {

@@ -21,6 +21,20 @@ export interface SandboxSpec {
   env: Record<string, string>
 }
 
+/**
+ * Under gVisor the pids cgroup counts the sandbox kernel's (the Sentry's) host threads, several
+ * per guest task, and the Sentry dies when it cannot make one: `pids` then becomes the guest's
+ * RLIMIT_NPROC (enforced per sandbox by gVisor's own kernel, so fork() fails with EAGAIN as under
+ * runc) and the cgroup gets a host-thread budget large enough for that many tasks.
+ * Under runc RLIMIT_NPROC would count uid 1000's processes across every sandbox, so it is not set.
+ */
+export const RUNSC_HOST_THREADS_PER_TASK = 16
+export const RUNSC_HOST_THREADS_BASE = 256
+
+export function hostPidsLimit(runtime: 'runc' | 'runsc', pids: number): number {
+  return runtime === 'runsc' ? pids * RUNSC_HOST_THREADS_PER_TASK + RUNSC_HOST_THREADS_BASE : pids
+}
+
 export function containerName(sessionId: string): string {
   return `replcast-${sessionId}`
 }
@@ -53,11 +67,14 @@ export function containerConfig(s: SandboxSpec): ContainerCreateOptions {
       },
       CapDrop: ['ALL'],
       SecurityOpt: ['no-new-privileges'],
-      PidsLimit: s.pids,
+      PidsLimit: hostPidsLimit(s.runtime, s.pids),
       Memory: s.memoryMb * 1024 * 1024,
       MemorySwap: s.memoryMb * 1024 * 1024,
       NanoCpus: Math.round(s.cpus * 1e9),
-      Ulimits: [{ Name: 'nofile', Soft: s.nofile, Hard: s.nofile }],
+      Ulimits: [
+        { Name: 'nofile', Soft: s.nofile, Hard: s.nofile },
+        ...(s.runtime === 'runsc' ? [{ Name: 'nproc', Soft: s.pids, Hard: s.pids }] : []),
+      ],
       Init: true,
       IpcMode: 'private',
       // /dev/shm is a third writable tmpfs (POSIX shared memory, multiprocessing's semaphores);

@@ -11,10 +11,13 @@ import type { LlmRequestFrame, ReplFrame } from '../repl/protocol.js'
 import type { EventFeed } from '../store/event-feed.js'
 import type { ExecutionRecord, LoggedEvent, RedisStore, SessionRecord } from '../store/redis-store.js'
 import { newId } from './ids.js'
+import { checkCeilings } from '../tenants.js'
 import { frameToEvent, newPendingExecution, type EventPayload, type PendingExecution } from './execution.js'
 import type { Metrics } from './metrics.js'
 
 const iso = (ms: number) => new Date(ms).toISOString()
+/** Memory a session keeps for Python itself when its workspace and /tmp are full. */
+const MIN_PROCESS_MEMORY_MB = 64
 
 interface LiveSession {
   id: string
@@ -26,6 +29,7 @@ interface LiveSession {
   /** True while the host itself stops the container (restart, delete), so the exit is expected. */
   stopping: boolean
   idleTimeoutS: number
+  outputBytes: number
 }
 
 export interface SessionServiceDeps {
@@ -101,20 +105,28 @@ export class SessionService {
 
   async create(tenant: string, body: CreateSessionBodyT): Promise<SessionT> {
     const c = this.config
+    const tl = c.tenantLimits.for(tenant)
+    const req = body.limits ?? {}
+    checkCeilings(tl, {
+      'limits.memory_mb': req.memory_mb, 'limits.cpus': req.cpus, 'limits.pids': req.pids, 'limits.workspace_mb': req.workspace_mb,
+      'limits.output_bytes': req.output_bytes, idle_timeout_s: body.idle_timeout_s,
+    })
+    const memory = req.memory_mb ?? Math.min(c.SANDBOX_MEMORY_MB, tl.max_memory_mb)
+    // tmpfs pages count against the memory limit: a full disk should be ENOSPC, not an OOM kill.
+    const room = memory - c.SANDBOX_TMP_MB - MIN_PROCESS_MEMORY_MB
+    if (req.workspace_mb !== undefined && req.workspace_mb > room) throw limitError('limits.workspace_mb', Math.max(room, 0), `limits.workspace_mb must leave room for Python in memory_mb (${memory} MiB, of which /tmp takes ${c.SANDBOX_TMP_MB}); at most ${Math.max(room, 0)}`)
     const limits = {
-      memory_mb: body.limits?.memory_mb ?? c.SANDBOX_MEMORY_MB,
-      cpus: body.limits?.cpus ?? c.SANDBOX_CPUS,
-      pids: body.limits?.pids ?? c.SANDBOX_PIDS,
+      memory_mb: memory,
+      cpus: req.cpus ?? Math.min(c.SANDBOX_CPUS, tl.max_cpus),
+      pids: req.pids ?? Math.min(c.SANDBOX_PIDS, tl.max_pids),
+      workspace_mb: req.workspace_mb ?? Math.max(1, Math.min(c.SANDBOX_WORKSPACE_MB, tl.max_workspace_mb, Math.floor(memory / 2))),
+      output_bytes: req.output_bytes ?? Math.min(c.MAX_STREAM_BYTES, tl.max_output_bytes),
     }
-    if (limits.memory_mb > c.MAX_MEMORY_MB) throw limitError('limits.memory_mb', c.MAX_MEMORY_MB)
-    if (limits.cpus > c.MAX_CPUS) throw limitError('limits.cpus', c.MAX_CPUS)
-    if (limits.pids > c.MAX_PIDS) throw limitError('limits.pids', c.MAX_PIDS)
-    const idle = body.idle_timeout_s ?? c.IDLE_TIMEOUT_S
-    if (idle > c.MAX_IDLE_TIMEOUT_S) throw limitError('idle_timeout_s', c.MAX_IDLE_TIMEOUT_S)
+    const idle = body.idle_timeout_s ?? Math.min(c.IDLE_TIMEOUT_S, tl.max_idle_timeout_s)
     const runtime = body.runtime ?? c.SANDBOX_RUNTIME
     if (!(await this.availableRuntimes()).has(runtime)) throw new AppError('runtime_unavailable', `runtime ${runtime} is not registered with the Docker engine`)
-    if ((await this.store.countTenantSessions(tenant)) >= c.TENANT_MAX_SESSIONS) {
-      throw new AppError('quota_exceeded', `tenant already has ${c.TENANT_MAX_SESSIONS} sessions (the maximum); delete one first`, { headers: { 'retry-after': '10' } })
+    if ((await this.store.countTenantSessions(tenant)) >= tl.max_sessions) {
+      throw new AppError('quota_exceeded', `tenant already has ${tl.max_sessions} sessions (the maximum); delete one first`, { headers: { 'retry-after': '10' } })
     }
     const now = Date.now()
     const rec: SessionRecord = {
@@ -130,8 +142,8 @@ export class SessionService {
       handle = await this.driver.create({
         sessionId: rec.id, tenant, instance: c.instanceId, deployment: c.REPLCAST_DEPLOYMENT, image: c.SANDBOX_IMAGE,
         runtime, user: c.SANDBOX_USER, memoryMb: limits.memory_mb, cpus: limits.cpus, pids: limits.pids,
-        workspaceMb: c.SANDBOX_WORKSPACE_MB, tmpMb: c.SANDBOX_TMP_MB, nofile: c.SANDBOX_NOFILE,
-        maxStreamBytes: c.MAX_STREAM_BYTES, maxImageBytes: c.MAX_IMAGE_BYTES, env: rec.env,
+        workspaceMb: limits.workspace_mb, tmpMb: c.SANDBOX_TMP_MB, nofile: c.SANDBOX_NOFILE,
+        maxStreamBytes: limits.output_bytes, maxImageBytes: c.MAX_IMAGE_BYTES, env: rec.env,
       })
       rec.container_id = handle.containerId
       await this.store.updateSession(rec.id, { container_id: handle.containerId })
@@ -223,8 +235,9 @@ export class SessionService {
 
   /** Queues code for the session; resolves with the execution id once its first event is logged. */
   async submit(tenant: string, sid: string, code: string, timeoutS?: number): Promise<string> {
-    const timeout = timeoutS ?? this.config.EXEC_TIMEOUT_S
-    if (timeout > this.config.MAX_EXEC_TIMEOUT_S) throw limitError('timeout_s', this.config.MAX_EXEC_TIMEOUT_S)
+    const tl = this.config.tenantLimits.for(tenant)
+    checkCeilings(tl, { timeout_s: timeoutS })
+    const timeout = timeoutS ?? Math.min(this.config.EXEC_TIMEOUT_S, tl.max_exec_timeout_s)
     const rec = await this.record(tenant, sid)
     const live = await this.usable(rec)
     const ex = newPendingExecution(newId('exe'), code, timeout * 1000)
@@ -238,8 +251,9 @@ export class SessionService {
     if (busy && live.queue.length >= this.config.EXEC_QUEUE_DEPTH) {
       throw new AppError('queue_full', `${live.queue.length} executions are already waiting in this session (the maximum is ${this.config.EXEC_QUEUE_DEPTH})`)
     }
-    if (!(await this.store.acquireRunningSlot(live.tenant, this.config.TENANT_MAX_CONCURRENT_EXECUTIONS))) {
-      throw new AppError('quota_exceeded', `tenant has ${this.config.TENANT_MAX_CONCURRENT_EXECUTIONS} executions queued or running (the maximum)`, { headers: { 'retry-after': '1' } })
+    const maxRunning = this.config.tenantLimits.for(live.tenant).max_concurrent_executions
+    if (!(await this.store.acquireRunningSlot(live.tenant, maxRunning))) {
+      throw new AppError('quota_exceeded', `tenant has ${maxRunning} executions queued or running (the maximum)`, { headers: { 'retry-after': '1' } })
     }
     const now = Date.now()
     await this.store.createExecution({ id: ex.id, session_id: live.id, tenant: live.tenant, status: 'queued', created_at: now, started_at: null, ended_at: null, duration_ms: null, execution_count: null, kind: ex.kind, code: ex.code, timeout_ms: ex.timeoutMs })
@@ -309,7 +323,7 @@ export class SessionService {
     }
     ex.timers.push(unrefTimer(ex.timeoutMs, () => this.interruptRunning(live, ex, 'timeout')))
     const sink = (f: ReplFrame) => this.onFrame(live, ex, f)
-    const opts = { max_stream_bytes: this.config.MAX_STREAM_BYTES, max_image_bytes: this.config.MAX_IMAGE_BYTES }
+    const opts = { max_stream_bytes: live.outputBytes, max_image_bytes: this.config.MAX_IMAGE_BYTES }
     if (ex.kind === 'stream') { live.client.streamBegin(ex.id, sink, opts); ex.onStart?.() }
     else live.client.execute(ex.id, ex.code, sink, opts)
     log.debug('execution started')
@@ -382,7 +396,7 @@ export class SessionService {
 
   private attachLive(rec: SessionRecord, handle: SandboxHandle, adopted: boolean): LiveSession {
     const client = new ReplClient(handle.transport, this.log.child({ sessionId: rec.id }), { readyTimeoutMs: this.config.SANDBOX_START_TIMEOUT_MS, expectReady: !adopted })
-    const live: LiveSession = { id: rec.id, tenant: rec.tenant, containerId: handle.containerId, client, queue: [], running: null, stopping: false, idleTimeoutS: rec.idle_timeout_s }
+    const live: LiveSession = { id: rec.id, tenant: rec.tenant, containerId: handle.containerId, client, queue: [], running: null, stopping: false, idleTimeoutS: rec.idle_timeout_s, outputBytes: rec.limits.output_bytes ?? this.config.MAX_STREAM_BYTES }
     this.live.set(rec.id, live)
     const onLlm = this.deps.onLlmRequest
     if (onLlm) client.onLlmRequest((f) => onLlm({ sessionId: rec.id, tenant: rec.tenant, client, append: (eid, e) => this.append(rec.id, eid, e) }, f))
@@ -399,6 +413,14 @@ export class SessionService {
       live.stopping = true
       const status: DoneStatusT = exit.oomKilled ? 'oom' : 'killed'
       this.log.warn({ sessionId: rec.id, exitCode: exit.exitCode, oomKilled: exit.oomKilled }, 'sandbox exited')
+      const why = exit.oomKilled
+        ? { ename: 'SandboxOutOfMemory', evalue: `the sandbox ran out of memory (limits.memory_mb) and was killed` }
+        : { ename: 'SandboxDied', evalue: `the sandbox stopped unexpectedly (exit code ${exit.exitCode ?? 'unknown'}); restart the session or create a new one` }
+      const killedByUs = { ename: 'SandboxKilled', evalue: `the code did not stop within ${this.config.INTERRUPT_GRACE_MS} ms of the interrupt, so the sandbox was killed; restart the session to continue` }
+      for (const ex of [...(live.running ? [live.running] : []), ...live.queue]) {
+        const e = ex.forcedStatus && live.running === ex ? killedByUs : why
+        ex.chain = ex.chain.then(() => this.append(rec.id, ex.id, { type: 'error', ...e, traceback: [] }))
+      }
       await this.endAll(live, status)
       this.live.delete(rec.id)
       await this.markDead(rec.id)
@@ -558,8 +580,8 @@ export class SessionService {
 
 export type { LiveSession }
 
-function limitError(name: string, max: number): AppError {
-  return new AppError('limit_exceeded', `${name} is above the allowed maximum of ${max}`, { extra: { limit: name, maximum: max } })
+function limitError(name: string, max: number, detail?: string): AppError {
+  return new AppError('limit_exceeded', detail ?? `${name} is above the allowed maximum of ${max}`, { extra: { limit: name, maximum: max } })
 }
 
 function unrefTimer(ms: number, fn: () => void): NodeJS.Timeout {

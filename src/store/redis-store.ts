@@ -12,7 +12,7 @@ export interface SessionRecord {
   last_active_at: number
   idle_timeout_s: number
   runtime: 'runc' | 'runsc'
-  limits: { memory_mb: number; cpus: number; pids: number }
+  limits: { memory_mb: number; cpus: number; pids: number; workspace_mb: number; output_bytes: number }
   metadata: Record<string, string>
   env: Record<string, string>
   container_id: string

@@ -55,7 +55,8 @@ export async function hostileSuite(t: Test, runtime: 'runc' | 'runsc'): Promise<
 
   await attack('fork bomb: stopped at the pids limit, ended by the timeout, no process left behind', async (t) => {
     const r = await run('import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass', 2)
-    t.equal(doneOf(r), 'timeout', 'done.status timeout')
+    // Under gVisor every forked task carries its own copy of the REPL's memory, so 64 of them may hit memory_mb first.
+    t.ok((runtime === 'runc' ? ['timeout'] : ['timeout', 'oom']).includes(doneOf(r)), `done.status ${doneOf(r)}`)
     t.ok(r.ms < (2 + GRACE_MS / 1000 + 5) * 1000, `the stream ended after ${r.ms.toFixed(0)} ms`)
     // Whatever the REPL did with the children, the session is usable, or dead and restartable, with no bomb left running.
     const status = (await session()).status
@@ -207,8 +208,10 @@ export async function hostileSuite(t: Test, runtime: 'runc' | 'runsc'): Promise<
     const code = [
       'import os, json, ctypes',
       'status = dict(l.split(":\\t", 1) for l in open("/proc/self/status").read().splitlines() if ":\\t" in l)',
-      'res = {k: status.get(k, "").strip() for k in ["CapEff", "CapPrm", "CapBnd", "CapAmb", "NoNewPrivs"]}',
+      'res = {k: status.get(k, "").strip() for k in ["CapEff", "CapPrm", "CapBnd", "CapAmb"]}',
       'res["uid"] = os.getuid()',
+      'libc = ctypes.CDLL(None, use_errno=True)',
+      'res["NoNewPrivs"] = libc.prctl(39, 0, 0, 0, 0)  # PR_GET_NO_NEW_PRIVS (gVisor has no NoNewPrivs line in /proc)',
       'def attempt(fn):',
       '    try:',
       '        fn(); return "ok"',
@@ -216,7 +219,6 @@ export async function hostileSuite(t: Test, runtime: 'runc' | 'runsc'): Promise<
       '        return e.errno',
       'res["setuid0"] = attempt(lambda: os.setuid(0))',
       'res["chown"] = attempt(lambda: os.chown("/workspace", 0, 0))',
-      'libc = ctypes.CDLL(None, use_errno=True)',
       'def sys_call(fn, *a):',
       '    return "ok" if fn(*a) == 0 else ctypes.get_errno()',
       'res["mount"] = sys_call(libc.mount, b"none", b"/workspace", b"tmpfs", 0, None)',
@@ -236,7 +238,7 @@ export async function hostileSuite(t: Test, runtime: 'runc' | 'runsc'): Promise<
     t.equal(res?.CapEff, '0000000000000000', 'no effective capabilities')
     t.equal(res?.CapPrm, '0000000000000000', 'no permitted capabilities')
     t.equal(res?.CapBnd, '0000000000000000', 'empty bounding set: setuid binaries cannot gain any')
-    t.equal(res?.NoNewPrivs, '1', 'no_new_privs is set')
+    t.equal(res?.NoNewPrivs, 1, 'no_new_privs is set')
     t.equal(res?.uid, 1000, 'runs as uid 1000')
     t.equal(res?.setuid0, 1, 'setuid(0): EPERM')
     t.equal(res?.chown, 1, 'chown to root: EPERM')
@@ -244,9 +246,21 @@ export async function hostileSuite(t: Test, runtime: 'runc' | 'runsc'): Promise<
     t.comment(`setuid binaries in the image: ${JSON.stringify(res?.suid)}`)
   })
 
-  await attack('killing PID 1: SIGKILL is ignored; SIGTERM ends the sandbox, reported as killed', async (t) => {
-    const survived = await run('import os, signal\nos.kill(1, signal.SIGKILL)\nprint("still here")', 10)
-    t.equal(stdoutOf(survived.events), 'still here\n', 'init ignores SIGKILL from inside')
+  await attack('killing PID 1 with SIGKILL: ignored under runc, ends the sandbox under gVisor', async (t) => {
+    // Under gVisor the code waits for the kill to land (only the sandbox's end stops the loop), so the outcome is not a race.
+    const r = await run(`import os, signal, time\nos.kill(1, signal.SIGKILL)\n${runtime === 'runsc' ? 'while True:\n    time.sleep(0.1)\n' : ''}print("still here")`, 20)
+    if (runtime === 'runc') {
+      // Linux drops SIGKILL sent to a PID namespace's init from inside the namespace.
+      t.equal(stdoutOf(r.events), 'still here\n', 'init ignores SIGKILL from inside')
+      t.equal(doneOf(r), 'ok')
+    } else {
+      // gVisor delivers it: init dies and the sandbox with it.
+      t.equal(doneOf(r), 'killed', 'done.status killed')
+      t.ok(await waitFor(async () => (await session()).status === 'dead', 5000), 'the session reports dead')
+    }
+  })
+
+  await attack('killing PID 1 with SIGTERM: init passes it to the REPL, the sandbox ends, reported as killed', async (t) => {
     const r = await run('import os, signal\nos.kill(1, signal.SIGTERM)\nimport time\ntime.sleep(30)', 20)
     t.equal(doneOf(r), 'killed', 'done.status killed')
     t.ok(r.ms < 5000, `the stream ended after ${r.ms.toFixed(0)} ms`)
@@ -257,7 +271,7 @@ export async function hostileSuite(t: Test, runtime: 'runc' | 'runsc'): Promise<
     const r = await run('import os, signal, subprocess\np = subprocess.Popen(["sleep", "60"])\nos.kill(-1, signal.SIGKILL)\nprint(p.wait())', 20)
     t.equal(doneOf(r), 'ok', 'done.status ok')
     t.equal(stdoutOf(r.events), '-9\n', 'the child was killed')
-    t.equal((await session()).status, 'ready', 'the session is still ready')
+    t.ok(await waitFor(async () => (await session()).status === 'ready', 5000), 'the session is still ready')
   })
 
   await attack('ignoring SIGINT: killed after the grace period, session dead', async (t) => {
