@@ -37,7 +37,7 @@ export class OpenAiLlmClient implements LlmClient {
   private readonly sdk: OpenAI
 
   /** `apiKey` may be empty (local servers): the SDK needs some value, so a placeholder is sent. */
-  constructor(baseURL: string, apiKey: string, private readonly log: Logger) {
+  constructor(baseURL: string, apiKey: string, log: Logger) {
     this.sdk = new OpenAI({
       baseURL,
       apiKey: apiKey || 'not-needed',

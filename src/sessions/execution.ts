@@ -42,3 +42,10 @@ export interface PendingExecution {
 export function newPendingExecution(id: string, code: string, timeoutMs: number, kind: 'execute' | 'stream' = 'execute'): PendingExecution {
   return { id, code, timeoutMs, kind, forcedStatus: null, startedAt: 0, announcedRunning: false, ended: false, timers: [], chain: Promise.resolve() }
 }
+
+/** A timer that never keeps the process alive. */
+export function unrefTimer(ms: number, fn: () => void): NodeJS.Timeout {
+  const t = setTimeout(fn, ms)
+  t.unref()
+  return t
+}

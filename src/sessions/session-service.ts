@@ -12,25 +12,13 @@ import type { EventFeed } from '../store/event-feed.js'
 import type { ExecutionRecord, LoggedEvent, RedisStore, SessionRecord } from '../store/redis-store.js'
 import { newId } from './ids.js'
 import { checkCeilings } from '../tenants.js'
-import { frameToEvent, newPendingExecution, type EventPayload, type PendingExecution } from './execution.js'
+import { resolveSessionLimits } from './session-limits.js'
+import { toExecution, toSession } from './views.js'
+import { newPendingExecution, unrefTimer, type EventPayload, type PendingExecution } from './execution.js'
+import { ExecutionRunner, type LiveSession } from './execution-runner.js'
 import type { Metrics } from './metrics.js'
 
-const iso = (ms: number) => new Date(ms).toISOString()
-/** Memory a session keeps for Python itself when its workspace and /tmp are full. */
-const MIN_PROCESS_MEMORY_MB = 64
 
-interface LiveSession {
-  id: string
-  tenant: string
-  containerId: string
-  client: ReplClient
-  queue: PendingExecution[]
-  running: PendingExecution | null
-  /** True while the host itself stops the container (restart, delete), so the exit is expected. */
-  stopping: boolean
-  idleTimeoutS: number
-  outputBytes: number
-}
 
 export interface SessionServiceDeps {
   config: Config
@@ -51,6 +39,7 @@ export interface LlmRequestContext { sessionId: string; tenant: string; client: 
 
 export class SessionService {
   private readonly live = new Map<string, LiveSession>()
+  private readonly runner: ExecutionRunner
   private readonly adopting = new Map<string, Promise<LiveSession>>()
   private readonly timers: NodeJS.Timeout[] = []
   private runtimes: Set<string> | null = null
@@ -65,6 +54,13 @@ export class SessionService {
     this.store = deps.store
     this.driver = deps.driver
     this.log = deps.log
+    this.runner = new ExecutionRunner(deps)
+  }
+
+  /** This instance lets go of a live session (its REPL client is closed by the caller). */
+  private detach(live: LiveSession): void {
+    live.attached = false
+    if (this.live.get(live.id) === live) this.live.delete(live.id)
   }
 
   // ---------- lifecycle ----------
@@ -86,7 +82,7 @@ export class SessionService {
   async close(): Promise<void> {
     this.closing = true
     for (const t of this.timers) clearInterval(t)
-    for (const s of this.live.values()) { s.stopping = true; s.client.close() }
+    for (const s of this.live.values()) { s.stopping = true; s.attached = false; s.client.close() }
     this.live.clear()
   }
 
@@ -105,28 +101,11 @@ export class SessionService {
 
   async create(tenant: string, body: CreateSessionBodyT): Promise<SessionT> {
     const c = this.config
-    const tl = c.tenantLimits.for(tenant)
-    const req = body.limits ?? {}
-    checkCeilings(tl, {
-      'limits.memory_mb': req.memory_mb, 'limits.cpus': req.cpus, 'limits.pids': req.pids, 'limits.workspace_mb': req.workspace_mb,
-      'limits.output_bytes': req.output_bytes, idle_timeout_s: body.idle_timeout_s,
-    })
-    const memory = req.memory_mb ?? Math.min(c.SANDBOX_MEMORY_MB, tl.max_memory_mb)
-    // tmpfs pages count against the memory limit: a full disk should be ENOSPC, not an OOM kill.
-    const room = memory - c.SANDBOX_TMP_MB - MIN_PROCESS_MEMORY_MB
-    if (req.workspace_mb !== undefined && req.workspace_mb > room) throw limitError('limits.workspace_mb', Math.max(room, 0), `limits.workspace_mb must leave room for Python in memory_mb (${memory} MiB, of which /tmp takes ${c.SANDBOX_TMP_MB}); at most ${Math.max(room, 0)}`)
-    const limits = {
-      memory_mb: memory,
-      cpus: req.cpus ?? Math.min(c.SANDBOX_CPUS, tl.max_cpus),
-      pids: req.pids ?? Math.min(c.SANDBOX_PIDS, tl.max_pids),
-      workspace_mb: req.workspace_mb ?? Math.max(1, Math.min(c.SANDBOX_WORKSPACE_MB, tl.max_workspace_mb, Math.floor(memory / 2))),
-      output_bytes: req.output_bytes ?? Math.min(c.MAX_STREAM_BYTES, tl.max_output_bytes),
-    }
-    const idle = body.idle_timeout_s ?? Math.min(c.IDLE_TIMEOUT_S, tl.max_idle_timeout_s)
+    const { limits, idle, maxSessions } = resolveSessionLimits(c, tenant, body)
     const runtime = body.runtime ?? c.SANDBOX_RUNTIME
     if (!(await this.availableRuntimes()).has(runtime)) throw new AppError('runtime_unavailable', `runtime ${runtime} is not registered with the Docker engine`)
-    if ((await this.store.countTenantSessions(tenant)) >= tl.max_sessions) {
-      throw new AppError('quota_exceeded', `tenant already has ${tl.max_sessions} sessions (the maximum); delete one first`, { headers: { 'retry-after': '10' } })
+    if ((await this.store.countTenantSessions(tenant)) >= maxSessions) {
+      throw new AppError('quota_exceeded', `tenant already has ${maxSessions} sessions (the maximum); delete one first`, { headers: { 'retry-after': '10' } })
     }
     const now = Date.now()
     const rec: SessionRecord = {
@@ -159,8 +138,8 @@ export class SessionService {
       return toSession(rec)
     } catch (err) {
       log.error({ err }, 'session start failed')
-      this.live.get(rec.id)?.client.close()
-      this.live.delete(rec.id)
+      const live = this.live.get(rec.id)
+      if (live) { live.stopping = true; live.client.close(); this.detach(live) }
       if (handle) await this.driver.remove(handle.containerId).catch(() => undefined)
       await this.store.deleteSession(rec)
       if (err instanceof AppError) throw err
@@ -194,9 +173,9 @@ export class SessionService {
     const live = this.live.get(rec.id)
     if (live) {
       live.stopping = true
-      await this.endAll(live, status)
+      await this.runner.endAll(live, status)
       live.client.close()
-      this.live.delete(rec.id)
+      this.detach(live)
     }
     if (rec.container_id) await this.driver.remove(rec.container_id)
     await this.store.deleteSession(rec)
@@ -209,9 +188,9 @@ export class SessionService {
     let live = this.live.get(id)
     if (live) {
       live.stopping = true
-      await this.endAll(live, 'killed')
+      await this.runner.endAll(live, 'killed')
       live.client.close()
-      this.live.delete(id)
+      this.detach(live)
     } else {
       await this.claimLease(rec)
     }
@@ -246,23 +225,10 @@ export class SessionService {
   }
 
   /** Queues an execution object driven by the caller (the agent's streamed code). */
-  async enqueue(live: LiveSession, ex: PendingExecution): Promise<void> {
-    const busy = live.running !== null
-    if (busy && live.queue.length >= this.config.EXEC_QUEUE_DEPTH) {
-      throw new AppError('queue_full', `${live.queue.length} executions are already waiting in this session (the maximum is ${this.config.EXEC_QUEUE_DEPTH})`)
-    }
-    const maxRunning = this.config.tenantLimits.for(live.tenant).max_concurrent_executions
-    if (!(await this.store.acquireRunningSlot(live.tenant, maxRunning))) {
-      throw new AppError('quota_exceeded', `tenant has ${maxRunning} executions queued or running (the maximum)`, { headers: { 'retry-after': '1' } })
-    }
-    const now = Date.now()
-    await this.store.createExecution({ id: ex.id, session_id: live.id, tenant: live.tenant, status: 'queued', created_at: now, started_at: null, ended_at: null, duration_ms: null, execution_count: null, kind: ex.kind, code: ex.code, timeout_ms: ex.timeoutMs })
-    ex.announcedRunning = !busy
-    await this.append(live.id, ex.id, { type: 'status', state: busy ? 'queued' : 'running', execution_id: ex.id })
-    live.queue.push(ex)
-    this.deps.metrics.executionsQueued.inc()
-    void this.runNext(live)
-  }
+  enqueue(live: LiveSession, ex: PendingExecution): Promise<void> { return this.runner.enqueue(live, ex) }
+
+  /** Appends an event to an execution's log and wakes its readers. */
+  append(sid: string, eid: string, event: EventPayload): Promise<string> { return this.runner.append(sid, eid, event) }
 
   async interrupt(tenant: string, sid: string): Promise<void> {
     const rec = await this.record(tenant, sid)
@@ -272,7 +238,7 @@ export class SessionService {
       if (this.deps.onIdleInterrupt?.(sid)) return
       throw new AppError('nothing_running', 'no execution is running in this session')
     }
-    this.interruptRunning(live, ex, 'interrupted')
+    this.runner.interruptRunning(live, ex, 'interrupted')
   }
 
   async getExecution(tenant: string, sid: string, eid: string): Promise<ExecutionT> {
@@ -306,107 +272,21 @@ export class SessionService {
     return this.getExecution(tenant, sid, eid)
   }
 
-  private async runNext(live: LiveSession): Promise<void> {
-    if (live.running || this.live.get(live.id) !== live) return
-    const ex = live.queue.shift()
-    if (!ex) return
-    live.running = ex
-    ex.startedAt = Date.now()
-    const log = this.log.child({ sessionId: live.id, executionId: ex.id })
-    try {
-      await this.store.recordStart(live.id, ex.id, ex.startedAt, ex.announcedRunning ? null : { type: 'status', state: 'running', execution_id: ex.id })
-      if (!ex.announcedRunning) this.deps.feed.notify(live.id, ex.id)
-    } catch (err) {
-      log.error({ err }, 'could not start execution')
-      await this.finish(live, ex, 'killed')
-      return
-    }
-    ex.timers.push(unrefTimer(ex.timeoutMs, () => this.interruptRunning(live, ex, 'timeout')))
-    const sink = (f: ReplFrame) => this.onFrame(live, ex, f)
-    const opts = { max_stream_bytes: live.outputBytes, max_image_bytes: this.config.MAX_IMAGE_BYTES }
-    if (ex.kind === 'stream') { live.client.streamBegin(ex.id, sink, opts); ex.onStart?.() }
-    else live.client.execute(ex.id, ex.code, sink, opts)
-    log.debug('execution started')
-  }
-
-  private onFrame(live: LiveSession, ex: PendingExecution, f: ReplFrame): void {
-    if (ex.ended) return
-    if (f.type === 'done') {
-      const reported = (['ok', 'error', 'interrupted'] as const).find((s) => s === f.status) ?? 'error'
-      void this.finish(live, ex, ex.forcedStatus ?? reported, typeof f.execution_count === 'number' ? f.execution_count : undefined)
-      return
-    }
-    const event = frameToEvent(f, this.deps.llmModelFor?.(ex.id) ?? this.config.REPLCAST_MODEL)
-    if (event) ex.chain = ex.chain.then(() => this.append(live.id, ex.id, event)).catch((err) => this.log.error({ err }, 'event append failed'))
-  }
-
-  /** Interrupt, then SIGKILL after the grace period if the REPL does not end the execution. */
-  private interruptRunning(live: LiveSession, ex: PendingExecution, reason: 'interrupted' | 'timeout'): void {
-    if (ex.ended) return
-    if (reason === 'timeout') ex.forcedStatus = 'timeout'
-    live.client.interrupt()
-    ex.timers.push(unrefTimer(this.config.INTERRUPT_GRACE_MS, () => {
-      if (ex.ended) return
-      this.log.warn({ sessionId: live.id, executionId: ex.id }, 'REPL ignored the interrupt; killing the sandbox')
-      ex.forcedStatus = reason === 'timeout' ? 'timeout' : 'killed'
-      void this.driver.kill(live.containerId)
-    }))
-  }
-
-  private async finish(live: LiveSession, ex: PendingExecution, status: DoneStatusT, executionCount?: number): Promise<void> {
-    if (ex.ended) return
-    ex.ended = true
-    for (const t of ex.timers) clearTimeout(t)
-    live.client.forget(ex.id)
-    const end = Date.now()
-    const started = ex.startedAt || end
-    const duration = end - started
-    await ex.chain
-    if (live.running === ex) live.running = null
-    else live.queue = live.queue.filter((q) => q !== ex)
-    const alive = this.live.get(live.id) === live && !live.stopping
-    const done = { type: 'done', status, ...(executionCount !== undefined ? { execution_count: executionCount } : {}), duration_ms: duration }
-    const fields = { status, ended_at: end, duration_ms: duration, execution_count: executionCount ?? null, ...(ex.startedAt ? {} : { started_at: null }) }
-    const session = alive ? { fields: { status: live.queue.length ? 'busy' as const : 'ready' as const, last_active_at: end, ...(executionCount !== undefined ? { execution_count: executionCount } : {}) }, deadlineMs: end + live.idleTimeoutS * 1000 } : null
-    try {
-      await this.store.recordEnd(live.id, ex.id, live.tenant, done, fields, session)
-      this.deps.feed.notify(live.id, ex.id)
-    } catch (err) {
-      this.log.error({ err, sessionId: live.id, executionId: ex.id }, 'could not record the end of an execution')
-    }
-    this.deps.metrics.executions.inc({ status })
-    this.deps.metrics.executionSeconds.observe(duration / 1000)
-    ex.onDone?.(status)
-    if (alive) void this.runNext(live)
-  }
-
-  /** Ends the running and queued executions with `status` (the sandbox is going away). */
-  private async endAll(live: LiveSession, status: DoneStatusT): Promise<void> {
-    const all = [...(live.running ? [live.running] : []), ...live.queue]
-    await Promise.all(all.map((ex) => this.finish(live, ex, ex.forcedStatus ?? status)))
-  }
-
-  async append(sid: string, eid: string, event: EventPayload): Promise<string> {
-    const id = await this.store.appendEvent(sid, eid, event)
-    this.deps.feed.notify(sid, eid)
-    return id
-  }
-
   // ---------- local attachment, adoption, death ----------
 
   private attachLive(rec: SessionRecord, handle: SandboxHandle, adopted: boolean): LiveSession {
     const client = new ReplClient(handle.transport, this.log.child({ sessionId: rec.id }), { readyTimeoutMs: this.config.SANDBOX_START_TIMEOUT_MS, expectReady: !adopted })
-    const live: LiveSession = { id: rec.id, tenant: rec.tenant, containerId: handle.containerId, client, queue: [], running: null, stopping: false, idleTimeoutS: rec.idle_timeout_s, outputBytes: rec.limits.output_bytes ?? this.config.MAX_STREAM_BYTES }
+    const live: LiveSession = { id: rec.id, tenant: rec.tenant, containerId: handle.containerId, client, queue: [], running: null, attached: true, stopping: false, idleTimeoutS: rec.idle_timeout_s, outputBytes: rec.limits.output_bytes ?? this.config.MAX_STREAM_BYTES }
     this.live.set(rec.id, live)
     const onLlm = this.deps.onLlmRequest
     if (onLlm) client.onLlmRequest((f) => onLlm({ sessionId: rec.id, tenant: rec.tenant, client, append: (eid, e) => this.append(rec.id, eid, e) }, f))
     const onGone = async () => {
-      if (live.stopping || this.closing || this.live.get(rec.id) !== live) return
+      if (live.stopping || this.closing || !live.attached) return
       const exit = await Promise.race([handle.exited, this.driver.inspectExit(handle.containerId)])
       if ('running' in exit && exit.running) {
         // Only the attach stream broke: re-attach to the still-running REPL.
         this.log.warn({ sessionId: rec.id }, 'attach stream closed; re-attaching')
-        this.live.delete(rec.id)
+        this.detach(live)
         await this.adoptRunning(rec).catch(() => this.markDead(rec.id))
         return
       }
@@ -421,8 +301,8 @@ export class SessionService {
         const e = ex.forcedStatus && live.running === ex ? killedByUs : why
         ex.chain = ex.chain.then(() => this.append(rec.id, ex.id, { type: 'error', ...e, traceback: [] }))
       }
-      await this.endAll(live, status)
-      this.live.delete(rec.id)
+      await this.runner.endAll(live, status)
+      this.detach(live)
       await this.markDead(rec.id)
     }
     client.onClose(() => { void onGone() })
@@ -478,7 +358,7 @@ export class SessionService {
     }
     if (!running) {
       await this.store.updateSession(rec.id, { status: live.queue.length ? 'busy' : 'ready' })
-      void this.runNext(live)
+      void this.runner.runNext(live)
     }
     this.log.info({ sessionId: rec.id, resumed: running?.id, requeued: live.queue.length }, 'session adopted')
     return live
@@ -498,7 +378,7 @@ export class SessionService {
     let lastSeq = await this.store.lastSeq(rec.id, rx.id)
     const replay = (f: ReplFrame) => {
       if (typeof f.seq === 'number') { if (f.seq <= lastSeq) return; lastSeq = f.seq }
-      this.onFrame(live, ex, f)
+      this.runner.onFrame(live, ex, f)
     }
     const logged = await this.driver.readStdoutLog(rec.container_id, started).catch((err) => { this.log.warn({ err }, 'could not read the sandbox log'); return Buffer.alloc(0) })
     for (const line of logged.toString('utf8').split('\n')) {
@@ -510,7 +390,7 @@ export class SessionService {
       live.client.track(rx.id, (f) => replay(f))
       if (ex.kind === 'stream') live.client.streamEnd(rx.id)
       const left = Math.max(0, started + ex.timeoutMs - Date.now())
-      ex.timers.push(unrefTimer(left, () => this.interruptRunning(live, ex, 'timeout')))
+      ex.timers.push(unrefTimer(left, () => this.runner.interruptRunning(live, ex, 'timeout')))
     }
   }
 
@@ -579,30 +459,3 @@ export class SessionService {
 }
 
 export type { LiveSession }
-
-function limitError(name: string, max: number, detail?: string): AppError {
-  return new AppError('limit_exceeded', detail ?? `${name} is above the allowed maximum of ${max}`, { extra: { limit: name, maximum: max } })
-}
-
-function unrefTimer(ms: number, fn: () => void): NodeJS.Timeout {
-  const t = setTimeout(fn, ms)
-  t.unref()
-  return t
-}
-
-export function toSession(r: SessionRecord): SessionT {
-  return {
-    id: r.id, status: r.status, created_at: iso(r.created_at), last_active_at: iso(r.last_active_at),
-    expires_at: iso(r.last_active_at + r.idle_timeout_s * 1000), idle_timeout_s: r.idle_timeout_s,
-    runtime: r.runtime, limits: r.limits, metadata: r.metadata, execution_count: r.execution_count ?? 0,
-  }
-}
-
-function toExecution(r: ExecutionRecord, events: LoggedEvent[]): ExecutionT {
-  return {
-    id: r.id, session_id: r.session_id, status: r.status as ExecutionT['status'], created_at: iso(r.created_at),
-    started_at: r.started_at ? iso(r.started_at) : null, ended_at: r.ended_at ? iso(r.ended_at) : null,
-    duration_ms: r.duration_ms, execution_count: r.execution_count,
-    events: events.map(({ seq: _seq, ...e }) => e) as ExecutionT['events'],
-  }
-}
