@@ -3,52 +3,22 @@
 // streamed REPL execution, the Redis event logs and the turn's mirror. Baseline in the same
 // run: POST an execution of print(1) and wait for its first stdout event.
 // Run: npm run bench   (or: node --import=@tapjs/typescript/import bench/llm-first-output.ts)
-import Docker from 'dockerode'
-import { randomBytes } from 'node:crypto'
-import { pino } from 'pino'
-import { Redis } from 'ioredis'
-import { buildApp } from '../src/app.js'
-import { loadConfig } from '../src/config.js'
-import { LABEL } from '../src/sandbox/labels.js'
+import { readSse } from '../test/helpers/client.js'
 import { startFakeLlm, type FakeResponse } from '../test/helpers/fake-llm.js'
+import { startBenchApp } from './harness.js'
 import { line, summarize } from './stats.js'
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 100)
 const WARMUP = 5
-const KEY = 'bench-key-000000002'
-const tag = randomBytes(4).toString('hex')
-const headers = { authorization: `Bearer ${KEY}`, 'content-type': 'application/json', accept: 'text/event-stream' }
 
 /** Reads SSE events from a response, calling onEvent(type, data) until it returns true. */
-async function readEvents(res: Response, onEvent: (type: string, data: any) => boolean): Promise<void> {
-  const reader = res.body!.getReader()
-  const dec = new TextDecoder()
-  let buf = ''
-  for (;;) {
-    const { done, value } = await reader.read()
-    if (done) return
-    buf += dec.decode(value, { stream: true })
-    let i
-    while ((i = buf.indexOf('\n\n')) !== -1) {
-      const block = buf.slice(0, i)
-      buf = buf.slice(i + 2)
-      const type = /^event: (.*)$/m.exec(block)?.[1]
-      const data = /^data: (.*)$/m.exec(block)?.[1]
-      if (type && data && onEvent(type, JSON.parse(data))) { await reader.cancel(); return }
-    }
-  }
-}
+const readEvents = (res: Response, onEvent: (type: string, data: any) => boolean) => readSse(res, (e) => onEvent(e.event, e.data))
 
 async function main(): Promise<void> {
   const llm = await startFakeLlm()
-  const config = loadConfig({
-    ...process.env, REPLCAST_API_KEYS: `bench=${KEY}`, REPLCAST_KEY_PREFIX: `replcast-bench-${tag}:`, REPLCAST_DEPLOYMENT: `bench-${tag}`,
-    REPLCAST_INSTANCE_ID: `bench-${tag}`, LOG_LEVEL: 'silent', TENANT_RATE_PER_MIN: '1000000', OPENAI_BASE_URL: llm.baseURL, REPLCAST_MODEL: 'bench-model',
-  })
-  const app = await buildApp({ config, logger: pino({ level: 'silent' }) })
-  await app.listen({ host: '127.0.0.1', port: 0 })
-  const addr = app.server.address()
-  const base = `http://127.0.0.1:${typeof addr === 'object' && addr ? addr.port : 0}`
+  const bench = await startBenchApp({ OPENAI_BASE_URL: llm.baseURL, REPLCAST_MODEL: 'bench-model' })
+  const { base } = bench
+  const headers = { ...bench.headers, accept: 'text/event-stream' }
   try {
     const sid = ((await (await fetch(`${base}/v1/sessions`, { method: 'POST', headers, body: '{}' })).json()) as { id: string }).id
 
@@ -93,17 +63,9 @@ async function main(): Promise<void> {
     console.log(line('LLM turn: completing token to first stdout', llmFirst))
     const ratio = summarize(llmFirst).median / summarize(baseline).median
     console.log(`ratio median LLM completing-token→stdout / execute request→stdout = ${ratio.toFixed(2)}x`)
-    await fetch(`${base}/v1/sessions/${sid}`, { method: 'DELETE', headers: { authorization: headers.authorization } })
   } finally {
-    await app.close()
+    await bench.close()
     await llm.close()
-    const docker = new Docker()
-    const left = await docker.listContainers({ all: true, filters: { label: [`${LABEL.deployment}=bench-${tag}`] } })
-    await Promise.all(left.map((c) => docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined)))
-    const r = new Redis(config.REDIS_URL)
-    const keys = await r.keys(`${config.REPLCAST_KEY_PREFIX}*`)
-    if (keys.length) await r.del(...keys)
-    r.disconnect()
   }
 }
 

@@ -4,25 +4,20 @@
 import Docker from 'dockerode'
 import { randomBytes } from 'node:crypto'
 import { pino } from 'pino'
-import { Redis } from 'ioredis'
-import { buildApp } from '../src/app.js'
-import { loadConfig } from '../src/config.js'
 import { DockerDemuxer } from '../src/sandbox/demux.js'
 import { DockerSandboxDriver } from '../src/sandbox/docker-driver.js'
 import { ReplClient } from '../src/repl/repl-client.js'
 import { LABEL } from '../src/sandbox/labels.js'
+import { startBenchApp, type BenchApp } from './harness.js'
 import { line, summarize } from './stats.js'
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 200)
 const CREATES = Number(process.env.BENCH_CREATES ?? 20)
-const KEY = 'bench-key-000000001'
 const tag = randomBytes(4).toString('hex')
-const config = loadConfig({ ...process.env, REPLCAST_API_KEYS: `bench=${KEY}`, REPLCAST_KEY_PREFIX: `replcast-bench-${tag}:`, REPLCAST_DEPLOYMENT: `bench-${tag}`, REPLCAST_INSTANCE_ID: `bench-${tag}`, LOG_LEVEL: 'silent', TENANT_MAX_SESSIONS: '1000', TENANT_RATE_PER_MIN: '1000000' })
 const log = pino({ level: 'silent' })
 const docker = new Docker()
-const headers = { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' }
 
-async function attachEcho(): Promise<number[]> {
+async function attachEcho({ config }: BenchApp): Promise<number[]> {
   // The floor: a line written to a sandboxed `cat` over the attach socket and read back.
   const c = await docker.createContainer({ Image: config.SANDBOX_IMAGE, Cmd: ['cat'], OpenStdin: true, StdinOnce: false, Tty: false, Labels: { [LABEL.deployment]: config.REPLCAST_DEPLOYMENT }, HostConfig: { NetworkMode: 'none', ReadonlyRootfs: true, CapDrop: ['ALL'] } })
   const sock = (await c.attach({ stream: true, stdin: true, stdout: true, stderr: true, hijack: true })) as unknown as NodeJS.ReadWriteStream & { destroy(): void }
@@ -42,7 +37,7 @@ async function attachEcho(): Promise<number[]> {
   return samples
 }
 
-async function replRoundTrip(): Promise<number[]> {
+async function replRoundTrip({ config }: BenchApp): Promise<number[]> {
   // The REPL protocol alone: execute print(1) on the client, wait for done.
   const driver = new DockerSandboxDriver('', log)
   const h = await driver.create({ sessionId: `ses_bench${tag}replxxxxxxx`.slice(0, 24), tenant: 'bench', instance: 'bench', deployment: config.REPLCAST_DEPLOYMENT, image: config.SANDBOX_IMAGE, runtime: 'runc', user: config.SANDBOX_USER, memoryMb: 512, cpus: 1, pids: 128, workspaceMb: 64, tmpMb: 64, nofile: 1024, maxStreamBytes: 1e6, maxImageBytes: 5e6, env: {} })
@@ -59,7 +54,7 @@ async function replRoundTrip(): Promise<number[]> {
   return samples
 }
 
-async function httpRoundTrip(base: string, sid: string): Promise<number[]> {
+async function httpRoundTrip({ base, headers }: BenchApp, sid: string): Promise<number[]> {
   const samples: number[] = []
   for (let i = 0; i < ROUNDS + 10; i++) {
     const t0 = performance.now()
@@ -72,10 +67,8 @@ async function httpRoundTrip(base: string, sid: string): Promise<number[]> {
 }
 
 async function main(): Promise<void> {
-  const app = await buildApp({ config, logger: log })
-  await app.listen({ host: '127.0.0.1', port: 0 })
-  const addr = app.server.address()
-  const base = `http://127.0.0.1:${typeof addr === 'object' && addr ? addr.port : 0}`
+  const app = await startBenchApp()
+  const { base, headers } = app
   try {
     const creates: number[] = []
     const ids: string[] = []
@@ -85,9 +78,9 @@ async function main(): Promise<void> {
       creates.push(performance.now() - t0)
       ids.push(((await r.json()) as { id: string }).id)
     }
-    const echo = await attachEcho()
-    const repl = await replRoundTrip()
-    const http = await httpRoundTrip(base, ids[0]!)
+    const echo = await attachEcho(app)
+    const repl = await replRoundTrip(app)
+    const http = await httpRoundTrip(app, ids[0]!)
     console.log(`replcast round-trip benchmark (${ROUNDS} rounds after 10 warm-up; ${CREATES} session creates)`)
     console.log(line('docker attach echo (baseline)', echo))
     console.log(line('REPL protocol print(1) over attach', repl))
@@ -95,15 +88,8 @@ async function main(): Promise<void> {
     console.log(line('session create (POST /v1/sessions)', creates))
     const ratio = (a: number[], b: number[]) => (summarize(a).median / summarize(b).median).toFixed(1)
     console.log(`ratio median HTTP+SSE / attach echo = ${ratio(http, echo)}x; REPL / attach echo = ${ratio(repl, echo)}x; HTTP+SSE / REPL = ${ratio(http, repl)}x`)
-    for (const id of ids) await fetch(`${base}/v1/sessions/${id}`, { method: 'DELETE', headers: { authorization: headers.authorization } })
   } finally {
     await app.close()
-    const left = await docker.listContainers({ all: true, filters: { label: [`${LABEL.deployment}=${config.REPLCAST_DEPLOYMENT}`] } })
-    await Promise.all(left.map((c) => docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined)))
-    const r = new Redis(config.REDIS_URL)
-    const keys = await r.keys(`${config.REPLCAST_KEY_PREFIX}*`)
-    if (keys.length) await r.del(...keys)
-    r.disconnect()
   }
 }
 

@@ -1,40 +1,28 @@
 // The API process is SIGKILLed (or SIGTERMed) mid-stream; a new process re-adopts the session and a
 // client resuming with Last-Event-ID gets the rest of the events, none twice.
 import t from 'tap'
-import { randomBytes } from 'node:crypto'
-import { Redis } from 'ioredis'
-import { API_KEY, containersOf, removeDeployment, testEnv } from './helpers/app.js'
+import { API_KEY, containersOf } from './helpers/app.js'
 import { readSse, type SseEvent } from './helpers/client.js'
-import { freePort, killHard, spawnServer } from './helpers/server-process.js'
+import { isolatedServer, killHard } from './helpers/server-process.js'
 
 const LINES = 10
 const CODE = `import time\nfor i in range(${LINES}):\n    print(f"tick {i}", flush=True)\n    time.sleep(0.3)\nprint("end")`
 const EXPECTED = Array.from({ length: LINES }, (_, i) => `tick ${i}\n`).join('') + 'end\n'
 
 t.test('an execution survives an API crash', async (t) => {
-  const tag = randomBytes(4).toString('hex')
-  const env = testEnv({ REPLCAST_KEY_PREFIX: `replcast-test-${tag}:`, REPLCAST_DEPLOYMENT: `test-${tag}`, REPLCAST_INSTANCE_ID: `crash-${tag}`, PORT: String(await freePort()), LOG_LEVEL: 'warn' })
-  const redis = new Redis(env.REDIS_URL!)
-  let server = await spawnServer(env)
-  t.teardown(async () => {
-    await killHard(server)
-    await removeDeployment(env.REPLCAST_DEPLOYMENT!)
-    const keys = await redis.keys(`${env.REPLCAST_KEY_PREFIX}*`)
-    if (keys.length) await redis.del(...keys)
-    redis.disconnect()
-  })
+  const h = await isolatedServer(t, 'crash')
   const auth = { authorization: `Bearer ${API_KEY}` }
-  const created = await (await fetch(`${server.url}/v1/sessions`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: '{}' })).json() as { id: string }
+  const created = await (await fetch(`${h.server.url}/v1/sessions`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: '{}' })).json() as { id: string }
   const sid = created.id
-  const res = await fetch(`${server.url}/v1/sessions/${sid}/executions`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json', accept: 'text/event-stream' }, body: JSON.stringify({ code: CODE }) })
+  const res = await fetch(`${h.server.url}/v1/sessions/${sid}/executions`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json', accept: 'text/event-stream' }, body: JSON.stringify({ code: CODE }) })
   const eid = res.headers.get('location')!.split('/').pop()!
   let seen = 0
   const before = await readSse(res, (e) => e.event === 'stdout' && ++seen === 2)
 
-  await killHard(server)
-  server = await spawnServer(env)
+  await killHard(h.server)
+  await h.respawn()
 
-  const after = await readSse(await fetch(`${server.url}/v1/sessions/${sid}/executions/${eid}/events`, { headers: { ...auth, accept: 'text/event-stream', 'last-event-id': before.at(-1)!.id } }))
+  const after = await readSse(await fetch(`${h.server.url}/v1/sessions/${sid}/executions/${eid}/events`, { headers: { ...auth, accept: 'text/event-stream', 'last-event-id': before.at(-1)!.id } }))
   const all: SseEvent[] = [...before, ...after]
   t.equal(all.filter((e) => e.event === 'stdout').map((e) => e.data.text).join(''), EXPECTED, 'every line arrived, in order')
   t.equal(new Set(all.map((e) => e.id)).size, all.length, 'no event twice')
@@ -42,41 +30,31 @@ t.test('an execution survives an API crash', async (t) => {
   t.equal(all.at(-1)?.data.status, 'ok')
   t.equal(all.filter((e) => e.event === 'done').length, 1, 'one done')
 
-  const next = await (await fetch(`${server.url}/v1/sessions/${sid}/executions`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ code: 'print(i)' }) })).json() as { events: Array<{ type: string; text?: string }> }
+  const next = await (await fetch(`${h.server.url}/v1/sessions/${sid}/executions`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ code: 'print(i)' }) })).json() as { events: Array<{ type: string; text?: string }> }
   t.equal(next.events.find((e) => e.type === 'stdout')?.text, `${LINES - 1}\n`, 'the namespace survived too')
 })
 
 t.test('SIGTERM ends open streams with a final event, exits cleanly and leaves sandboxes running', async (t) => {
-  const tag = randomBytes(4).toString('hex')
-  const env = testEnv({ REPLCAST_KEY_PREFIX: `replcast-test-${tag}:`, REPLCAST_DEPLOYMENT: `test-${tag}`, REPLCAST_INSTANCE_ID: `term-${tag}`, PORT: String(await freePort()), LOG_LEVEL: 'info' })
-  const redis = new Redis(env.REDIS_URL!)
-  let server = await spawnServer(env)
-  t.teardown(async () => {
-    await killHard(server)
-    await removeDeployment(env.REPLCAST_DEPLOYMENT!)
-    const keys = await redis.keys(`${env.REPLCAST_KEY_PREFIX}*`)
-    if (keys.length) await redis.del(...keys)
-    redis.disconnect()
-  })
+  const h = await isolatedServer(t, 'term', { LOG_LEVEL: 'info' })
   const auth = { authorization: `Bearer ${API_KEY}` }
-  const { id: sid } = await (await fetch(`${server.url}/v1/sessions`, { method: 'POST', headers: auth })).json() as { id: string }
-  const res = await fetch(`${server.url}/v1/sessions/${sid}/executions`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json', accept: 'text/event-stream' }, body: JSON.stringify({ code: CODE }) })
+  const { id: sid } = await (await fetch(`${h.server.url}/v1/sessions`, { method: 'POST', headers: auth })).json() as { id: string }
+  const res = await fetch(`${h.server.url}/v1/sessions/${sid}/executions`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json', accept: 'text/event-stream' }, body: JSON.stringify({ code: CODE }) })
   const eid = res.headers.get('location')!.split('/').pop()!
-  const exited = new Promise<number | null>((r) => server.child.once('exit', (code) => r(code)))
+  const exited = new Promise<number | null>((r) => h.server.child.once('exit', (code) => r(code)))
   let signalled = false
   const events = await readSse(res, (e) => {
-    if (e.event === 'stdout' && !signalled) { signalled = true; server.child.kill('SIGTERM') }
+    if (e.event === 'stdout' && !signalled) { signalled = true; h.server.child.kill('SIGTERM') }
     return e.event === 'shutdown'
   })
   t.equal(events.at(-1)?.event, 'shutdown', 'the open stream got a final event telling the client to resume')
   t.equal(await exited, 0, 'the process exited cleanly')
-  t.match(server.output(), /shutting down/, 'the shutdown is logged')
-  const running = (await containersOf(env.REPLCAST_DEPLOYMENT!)).filter((c) => c.State === 'running')
+  t.match(h.server.output(), /shutting down/, 'the shutdown is logged')
+  const running = (await containersOf(h.env.REPLCAST_DEPLOYMENT!)).filter((c) => c.State === 'running')
   t.equal(running.length, 1, 'the sandbox keeps running for re-adoption')
 
-  server = await spawnServer(env)
+  await h.respawn()
   const lastId = events.filter((e) => e.id).at(-1)!.id
-  const rest = await readSse(await fetch(`${server.url}/v1/sessions/${sid}/executions/${eid}/events`, { headers: { ...auth, accept: 'text/event-stream', 'last-event-id': lastId } }))
+  const rest = await readSse(await fetch(`${h.server.url}/v1/sessions/${sid}/executions/${eid}/events`, { headers: { ...auth, accept: 'text/event-stream', 'last-event-id': lastId } }))
   const all = [...events, ...rest].filter((e) => e.event === 'stdout').map((e) => e.data.text).join('')
   t.equal(all, EXPECTED, 'the resumed stream completes the output')
 })

@@ -2,6 +2,10 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { createServer } from 'node:net'
 import { fileURLToPath } from 'node:url'
+import { randomBytes } from 'node:crypto'
+import { Redis } from 'ioredis'
+import type { Test } from 'tap'
+import { removeDeployment, testEnv } from './app.js'
 import { waitFor } from './wait.js'
 
 const SERVER = fileURLToPath(new URL('../../src/server.ts', import.meta.url))
@@ -41,4 +45,23 @@ export async function killHard(p: ServerProcess): Promise<void> {
   const exited = new Promise((r) => p.child.once('exit', r))
   p.child.kill('SIGKILL')
   await exited
+}
+
+/**
+ * A server process with its own key prefix, deployment label and instance id; teardown kills it
+ * and removes what it left. `restart()` SIGKILLs it and starts another with the same settings.
+ */
+export async function isolatedServer(t: Test, name: string, extra: Record<string, string> = {}) {
+  const tag = randomBytes(4).toString('hex')
+  const env = testEnv({ REPLCAST_KEY_PREFIX: `replcast-test-${tag}:`, REPLCAST_DEPLOYMENT: `test-${tag}`, REPLCAST_INSTANCE_ID: `${name}-${tag}`, PORT: String(await freePort()), LOG_LEVEL: 'warn', ...extra })
+  const redis = new Redis(env.REDIS_URL!)
+  const h = { env, server: await spawnServer(env), async respawn() { h.server = await spawnServer(env) } }
+  t.teardown(async () => {
+    await killHard(h.server)
+    await removeDeployment(env.REPLCAST_DEPLOYMENT!)
+    const keys = await redis.keys(`${env.REPLCAST_KEY_PREFIX}*`)
+    if (keys.length) await redis.del(...keys)
+    redis.disconnect()
+  })
+  return h
 }

@@ -1,11 +1,12 @@
 // Execution routes: run code (SSE live, or JSON when done), read an execution, resume its events.
-import type { FastifyInstance, FastifyReply } from 'fastify'
+import type { FastifyInstance } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import { AppError } from '../../errors.js'
 import { ExecuteBody, Execution } from '../../schemas.js'
 import type { SessionService } from '../../sessions/session-service.js'
 import type { SseStreams } from '../sse.js'
+import { replyWithExecution } from '../execution-reply.js'
 import { mintStreamToken, STREAM_TOKEN_TTL_S } from '../stream-token.js'
 import { ExecutionParams, problems, ref, SessionParams } from '../schema-refs.js'
 
@@ -33,13 +34,7 @@ export async function executionRoutes(app: FastifyInstance, { sessions, streams,
   }, async (req, reply) => {
     const sid = req.params.id
     const eid = await sessions.submit(req.tenant, sid, req.body.code, req.body.timeout_s)
-    req.log = req.log.child({ sessionId: sid, executionId: eid })
-    reply.header('location', `/v1/sessions/${sid}/executions/${eid}`)
-    if (reply.sse) {
-      await streams.pipe(req, reply, (onEvent, signal) => sessions.follow(sid, eid, '', onEvent, signal))
-      return
-    }
-    return sessions.waitExecution(req.tenant, sid, eid, closeSignal(reply))
+    return replyWithExecution(req, reply, { sessions, streams }, req.tenant, sid, eid)
   })
 
   r.get('/v1/sessions/:id/executions/:eid', {
@@ -94,11 +89,4 @@ export async function executionRoutes(app: FastifyInstance, { sessions, streams,
     reply.code(201)
     return { token: mintStreamToken(await secret(), { tenant: req.tenant, sid, eid, exp }), expires_at: new Date(exp * 1000).toISOString() }
   })
-}
-
-/** Aborts when the client's connection closes (the response's close; the request's fires after its body). */
-function closeSignal(reply: FastifyReply): AbortSignal {
-  const ac = new AbortController()
-  reply.raw.once('close', () => ac.abort())
-  return ac.signal
 }

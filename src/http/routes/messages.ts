@@ -1,5 +1,5 @@
 // LLM turn routes: POST a message (SSE live, or JSON once the turn ends), GET the history.
-import type { FastifyInstance, FastifyReply } from 'fastify'
+import type { FastifyInstance } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import { Execution } from '../../schemas.js'
@@ -7,6 +7,7 @@ import type { SessionService } from '../../sessions/session-service.js'
 import type { LlmService } from '../../agent/llm-service.js'
 import { MessageList, MessageRequest } from '../../agent/schemas.js'
 import type { SseStreams } from '../sse.js'
+import { replyWithExecution } from '../execution-reply.js'
 import { problems, ref, SessionParams } from '../schema-refs.js'
 
 const SSE_DESCRIPTION = 'Server-Sent Events of the turn: `code` deltas as the model writes, the outputs of each statement as it runs, `error`s and corrections, `llm_call`, `final` (agent mode) and exactly one `done`. `id:` is the resumable position (Last-Event-ID on GET .../executions/{eid}/events).'
@@ -34,14 +35,8 @@ export async function messageRoutes(app: FastifyInstance, { sessions, streams, l
   }, async (req, reply) => {
     const sid = req.params.id
     const eid = await llm.startTurn(req.tenant, sid, req.body)
-    req.log = req.log.child({ sessionId: sid, executionId: eid })
-    reply.header('location', `/v1/sessions/${sid}/executions/${eid}`)
     if (req.body.on_disconnect === 'cancel') reply.raw.once('close', () => llm.cancel(eid, 'the client disconnected (on_disconnect: cancel)'))
-    if (reply.sse) {
-      await streams.pipe(req, reply, (onEvent, signal) => sessions.follow(sid, eid, '', onEvent, signal))
-      return
-    }
-    return sessions.waitExecution(req.tenant, sid, eid, closeSignal(reply))
+    return replyWithExecution(req, reply, { sessions, streams }, req.tenant, sid, eid)
   })
 
   r.get('/v1/sessions/:id/messages', {
@@ -52,10 +47,4 @@ export async function messageRoutes(app: FastifyInstance, { sessions, streams, l
       response: { 200: { ...ref(MessageList), description: 'Messages, oldest first' }, ...problems('validation_failed', 'session_not_found') },
     },
   }, async (req) => ({ messages: await llm.messages(req.tenant, req.params.id, req.query.limit ?? 50) }))
-}
-
-function closeSignal(reply: FastifyReply): AbortSignal {
-  const ac = new AbortController()
-  reply.raw.once('close', () => ac.abort())
-  return ac.signal
 }
