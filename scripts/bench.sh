@@ -4,7 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh all
 for f in bench/*.ts; do
-  case "$f" in bench/stats.ts) continue ;; esac
+  case "$f" in bench/stats.ts|bench/harness.ts) continue ;; esac
   echo "== $f"
   node --import=@tapjs/typescript/import "$f"
 done

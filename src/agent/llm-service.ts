@@ -81,8 +81,7 @@ export class LlmService {
     const turnId = newId('exe')
     const queued = line.waiting > 0 || live.running !== null || live.queue.length > 0
     const now = Date.now()
-    await store.createExecution({ id: turnId, session_id: sid, tenant, status: queued ? 'queued' : 'running', created_at: now, started_at: null, ended_at: null, duration_ms: null, execution_count: null })
-    await sessions.append(sid, turnId, { type: 'status', state: queued ? 'queued' : 'running', execution_id: turnId })
+    await store.createExecution({ id: turnId, session_id: sid, tenant, status: queued ? 'queued' : 'running', created_at: now, started_at: null, ended_at: null, duration_ms: null, execution_count: null }, { type: 'status', state: queued ? 'queued' : 'running', execution_id: turnId })
 
     const b = body.llm_budget ?? {}
     const turn = new Turn({

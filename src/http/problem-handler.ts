@@ -6,7 +6,8 @@ import { AppError, toProblem } from '../errors.js'
 export function installProblemHandling(app: FastifyInstance): void {
   app.setErrorHandler((err: FastifyError | AppError, req, reply) => {
     const appErr = toAppError(err)
-    if (appErr.status >= 500) req.log.error({ err }, 'request failed')
+    if (appErr.status >= 500 && appErr.status !== 503) req.log.error({ err }, 'request failed')
+    else if (appErr.status === 503) req.log.warn({ code: appErr.code, detail: appErr.message }, 'request refused: unavailable')
     else req.log.info({ code: appErr.code, detail: appErr.message }, 'request rejected')
     reply.code(appErr.status).headers(appErr.headers).type('application/problem+json')
     return reply.send(toProblem(appErr))

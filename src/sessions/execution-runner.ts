@@ -61,35 +61,31 @@ export class ExecutionRunner {
       throw new AppError('quota_exceeded', `tenant has ${maxRunning} executions queued or running (the maximum)`, { headers: { 'retry-after': '1' } })
     }
     const now = Date.now()
-    await this.store.createExecution({ id: ex.id, session_id: live.id, tenant: live.tenant, status: 'queued', created_at: now, started_at: null, ended_at: null, duration_ms: null, execution_count: null, kind: ex.kind, code: ex.code, timeout_ms: ex.timeoutMs })
     ex.announcedRunning = !busy
-    await this.append(live.id, ex.id, { type: 'status', state: busy ? 'queued' : 'running', execution_id: ex.id })
+    const status = { type: 'status', state: busy ? 'queued' : 'running', execution_id: ex.id }
+    await this.store.createExecution({ id: ex.id, session_id: live.id, tenant: live.tenant, status: 'queued', created_at: now, started_at: null, ended_at: null, duration_ms: null, execution_count: null, kind: ex.kind, code: ex.code, timeout_ms: ex.timeoutMs }, status)
+    this.deps.feed.notify(live.id, ex.id)
     live.queue.push(ex)
     this.deps.metrics.executionsQueued.inc()
-    void this.runNext(live)
+    this.runNext(live)
   }
 
-  async runNext(live: LiveSession): Promise<void> {
+  runNext(live: LiveSession): void {
     if (live.running || !live.attached) return
     const ex = live.queue.shift()
     if (!ex) return
     live.running = ex
     ex.startedAt = Date.now()
-    const log = this.log.child({ sessionId: live.id, executionId: ex.id })
-    try {
-      await this.store.recordStart(live.id, ex.id, ex.startedAt, ex.announcedRunning ? null : { type: 'status', state: 'running', execution_id: ex.id })
-      if (!ex.announcedRunning) this.deps.feed.notify(live.id, ex.id)
-    } catch (err) {
-      log.error({ err }, 'could not start execution')
-      await this.finish(live, ex, 'killed')
-      return
-    }
+    // The REPL starts at once; the start is recorded meanwhile, and the execution's events are
+    // appended after it (they chain on ex.chain), so `status: running` still comes first.
+    ex.chain = this.store.recordStart(live.id, ex.id, ex.startedAt, ex.announcedRunning ? null : { type: 'status', state: 'running', execution_id: ex.id })
+      .then(() => { if (!ex.announcedRunning) this.deps.feed.notify(live.id, ex.id) })
+      .catch((err) => this.log.error({ err, sessionId: live.id, executionId: ex.id }, 'could not record the start of an execution'))
     ex.timers.push(unrefTimer(ex.timeoutMs, () => this.interruptRunning(live, ex, 'timeout')))
     const sink = (f: ReplFrame) => this.onFrame(live, ex, f)
     const opts = { max_stream_bytes: live.outputBytes, max_image_bytes: this.config.MAX_IMAGE_BYTES }
     if (ex.kind === 'stream') { live.client.streamBegin(ex.id, sink, opts); ex.onStart?.() }
     else live.client.execute(ex.id, ex.code, sink, opts)
-    log.debug('execution started')
   }
 
   /** Turns one REPL frame of `ex` into its event (or its end). */
@@ -141,7 +137,7 @@ export class ExecutionRunner {
     this.deps.metrics.executions.inc({ status })
     this.deps.metrics.executionSeconds.observe(duration / 1000)
     ex.onDone?.(status)
-    if (alive) void this.runNext(live)
+    if (alive) this.runNext(live)
   }
 
   /** Ends the running and queued executions with `status` (the sandbox is going away). */

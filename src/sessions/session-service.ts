@@ -258,7 +258,7 @@ export class SessionService {
 
   /** Streams an execution's events after `afterId` until its `done` (see EventFeed.follow). */
   follow(sid: string, eid: string, afterId: string, onEvent: (e: LoggedEvent) => Promise<void> | void, signal: AbortSignal): Promise<boolean> {
-    return this.deps.feed.follow(sid, eid, afterId, onEvent, signal)
+    return this.deps.feed.follow(sid, eid, afterId, onEvent, signal, this.live.has(sid))
   }
 
   /** How many events follow `afterId` (0 when it is the last). */
@@ -358,7 +358,7 @@ export class SessionService {
     }
     if (!running) {
       await this.store.updateSession(rec.id, { status: live.queue.length ? 'busy' : 'ready' })
-      void this.runner.runNext(live)
+      this.runner.runNext(live)
     }
     this.log.info({ sessionId: rec.id, resumed: running?.id, requeued: live.queue.length }, 'session adopted')
     return live

@@ -9,8 +9,12 @@ const BLOCK_MS = 5000
 
 export class EventFeed {
   private readonly watchers = new Map<string, Set<() => void>>()
+  /** Keys some reader follows whose events another instance appends: watched with XREAD. */
+  private readonly remote = new Map<string, number>()
   private readonly seen = new Map<string, string>()
   private blockingId: number | null = null
+  /** Wakes the loop while it waits for its first remote key. */
+  private kick: (() => void) | null = null
   private running = false
   private loopDone: Promise<void> | null = null
 
@@ -24,6 +28,7 @@ export class EventFeed {
 
   async stop(): Promise<void> {
     this.running = false
+    this.kick?.()
     await this.unblock()
     await this.loopDone
   }
@@ -33,27 +38,36 @@ export class EventFeed {
     for (const cb of this.watchers.get(this.store.keys.events(sid, eid)) ?? []) cb()
   }
 
-  private watch(key: string, cb: () => void): () => void {
+  /** Local watchers are woken by notify() only; remote ones also by the XREAD loop. */
+  private watch(key: string, cb: () => void, remote: boolean): () => void {
     let set = this.watchers.get(key)
-    const isNew = !set
     if (!set) this.watchers.set(key, (set = new Set()))
     set.add(cb)
-    if (isNew) { this.seen.set(key, '0-0'); void this.unblock() }
+    if (remote) {
+      const n = this.remote.get(key) ?? 0
+      this.remote.set(key, n + 1)
+      if (n === 0) { this.seen.set(key, '0-0'); this.kick?.(); void this.unblock() }
+    }
     return () => {
       set.delete(cb)
-      if (set.size === 0) { this.watchers.delete(key); this.seen.delete(key) }
+      if (set.size === 0) this.watchers.delete(key)
+      if (!remote) return
+      const n = (this.remote.get(key) ?? 1) - 1
+      if (n > 0) this.remote.set(key, n)
+      else { this.remote.delete(key); this.seen.delete(key) }
     }
   }
 
   /**
    * Calls `onEvent` for every event after `afterId`, in order and once each, until the `done`
-   * event or until `signal` aborts. Resolves true when `done` was delivered.
+   * event or until `signal` aborts. Resolves true when `done` was delivered. `local`: the events
+   * are appended by this process (no need to watch Redis for them).
    */
-  async follow(sid: string, eid: string, afterId: string, onEvent: (e: LoggedEvent) => Promise<void> | void, signal: AbortSignal): Promise<boolean> {
+  async follow(sid: string, eid: string, afterId: string, onEvent: (e: LoggedEvent) => Promise<void> | void, signal: AbortSignal, local = false): Promise<boolean> {
     let last = afterId
     let dirty = true
     let wake: (() => void) | null = null
-    const unwatch = this.watch(this.store.keys.events(sid, eid), () => { dirty = true; wake?.() })
+    const unwatch = this.watch(this.store.keys.events(sid, eid), () => { dirty = true; wake?.() }, !local)
     const onAbort = () => wake?.()
     signal.addEventListener('abort', onAbort)
     try {
@@ -92,16 +106,17 @@ export class EventFeed {
   private async loop(): Promise<void> {
     try { this.blockingId = Number(await this.blocking.client('ID')) } catch (err) { this.log.warn({ err }, 'event feed: no client id') }
     while (this.running) {
-      const keys = [...this.watchers.keys()]
+      const keys = [...this.remote.keys()]
       if (keys.length === 0) {
-        await new Promise<void>((r) => { const t = setTimeout(r, 200); t.unref() })
+        await new Promise<void>((r) => { this.kick = r })
+        this.kick = null
         continue
       }
       try {
         const res = await this.blocking.xread('COUNT', 1000, 'BLOCK', BLOCK_MS, 'STREAMS', ...keys, ...keys.map((k) => this.seen.get(k) ?? '0-0'))
         for (const [key, entries] of res ?? []) {
           const lastEntry = entries[entries.length - 1]
-          if (lastEntry && this.watchers.has(key)) this.seen.set(key, lastEntry[0])
+          if (lastEntry && this.remote.has(key)) this.seen.set(key, lastEntry[0])
           for (const cb of this.watchers.get(key) ?? []) cb()
         }
       } catch (err) {

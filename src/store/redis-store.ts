@@ -237,11 +237,13 @@ export class RedisStore {
   }
 
   // ---- executions and their event logs ----
-  async createExecution(rec: ExecutionRecord, keepPerSession = 100): Promise<void> {
+  /** Records a new execution and, in the same round trip, its first event (the `status` one). */
+  async createExecution(rec: ExecutionRecord, firstEvent: object, keepPerSession = 100): Promise<void> {
     await this.redis.multi()
       .hset(this.keys.execution(rec.session_id, rec.id), toHash(rec))
       .lpush(this.keys.sessionExecutions(rec.session_id), rec.id)
       .ltrim(this.keys.sessionExecutions(rec.session_id), 0, keepPerSession - 1)
+      .xadd(this.keys.events(rec.session_id, rec.id), 'MAXLEN', '~', this.opts.eventMaxLen, '*', 'e', JSON.stringify(firstEvent))
       .exec()
   }
 

@@ -34,11 +34,12 @@ export function testEnv(extra: Record<string, string> = {}): Record<string, stri
   }
 }
 
+/** `env` may name REPLCAST_KEY_PREFIX / REPLCAST_DEPLOYMENT to share them with another app (a second instance). */
 export async function startApp(t: Test, env: Record<string, string> = {}): Promise<Harness> {
   const tag = randomBytes(4).toString('hex')
-  const prefix = `replcast-test-${tag}:`
-  const deployment = `test-${tag}`
-  const config = loadConfig(testEnv({ REPLCAST_KEY_PREFIX: prefix, REPLCAST_DEPLOYMENT: deployment, REPLCAST_INSTANCE_ID: `test-instance-${tag}`, PORT: '0', ...env }))
+  const prefix = env.REPLCAST_KEY_PREFIX ?? `replcast-test-${tag}:`
+  const deployment = env.REPLCAST_DEPLOYMENT ?? `test-${tag}`
+  const config = loadConfig(testEnv({ REPLCAST_INSTANCE_ID: `test-instance-${tag}`, PORT: '0', ...env, REPLCAST_KEY_PREFIX: prefix, REPLCAST_DEPLOYMENT: deployment }))
   const redis = new Redis(config.REDIS_URL)
   let app: Awaited<ReturnType<typeof buildApp>> | null = null
   let port = 0
@@ -55,11 +56,14 @@ export async function startApp(t: Test, env: Record<string, string> = {}): Promi
     async restart() { await h.stop(); await h.start() },
   }
   await h.start()
+  const owns = env.REPLCAST_KEY_PREFIX === undefined
   t.teardown(async () => {
     await h.stop()
-    await removeDeployment(deployment)
-    const keys = await redis.keys(`${prefix}*`)
-    if (keys.length) await redis.del(...keys)
+    if (owns) {
+      await removeDeployment(deployment)
+      const keys = await redis.keys(`${prefix}*`)
+      if (keys.length) await redis.del(...keys)
+    }
     redis.disconnect()
   })
   return h
