@@ -42,6 +42,11 @@ t.test('executions', async (t) => {
     const png = Buffer.from(display!.data.data['image/png'], 'base64')
     t.same([...png.subarray(1, 4)], [...Buffer.from('PNG')], 'image/png is a base64 PNG')
 
+    const ipy = await executeSse(h.url, sid, 'from IPython.display import display, HTML, Markdown\ndisplay(HTML("<b>bold</b>"), Markdown("# title"))')
+    const shown = ipy.events.filter((e) => e.event === 'display').map((e) => e.data.data)
+    t.equal(shown[0]?.['text/html'], '<b>bold</b>', 'IPython.display works in notebook-style code')
+    t.equal(shown[1]?.['text/markdown'], '# title')
+
     const err = await executeSse(h.url, sid, 'def f():\n    return 1 / 0\nf()')
     const e = err.events.find((x) => x.event === 'error')
     t.equal(e?.data.ename, 'ZeroDivisionError')

@@ -153,8 +153,13 @@ class Helpers:
         self.final(_ns[key])
 
 
+# The namespace's display(), for the IPython.display stand-in (shims/IPython).
+DISPLAY = None
+
+
 def install(ns, helpers, executor):
     """Puts the helpers into the user namespace under their public names."""
+    global DISPLAY
 
     def llm_query(prompt, model=None):
         return helpers.llm_query(prompt, model)
@@ -180,6 +185,7 @@ def install(ns, helpers, executor):
     for fn in (llm_query, llm_batch, FINAL, FINAL_VAR, display):
         fn.__module__ = "__main__"
         fn.__qualname__ = fn.__name__
+    DISPLAY = display
     ns.update({
         "llm_query": llm_query,
         "llm_batch": llm_batch,
