@@ -91,7 +91,8 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   await app.register(fastifySSE, { heartbeatInterval: config.SSE_HEARTBEAT_MS })
 
   const auth = authenticate(config, store)
-  app.addHook('onRequest', async (req) => { if (req.url.startsWith('/v1/')) await auth(req) })
+  // Decided on the matched route, never on the raw URL (absolute-form or percent-encoded paths).
+  app.addHook('onRequest', async (req) => { if (req.routeOptions.url?.startsWith('/v1/')) await auth(req) })
   app.addHook('onResponse', async (req, reply) => {
     metrics.httpSeconds.observe({ method: req.method, route: req.routeOptions.url ?? 'unknown', status: String(reply.statusCode) }, reply.elapsedTime / 1000)
   })

@@ -22,6 +22,8 @@ async function main(): Promise<void> {
     await app.close()
     process.exit(0)
   }
+  // A bug in one session's background work must not take every other session down with it.
+  process.on('unhandledRejection', (err) => app.log.error({ err }, 'unhandled rejection'))
   process.on('SIGTERM', () => void stop('SIGTERM'))
   process.on('SIGINT', () => void stop('SIGINT'))
   await app.listen({ host: config.HOST, port: config.PORT })

@@ -1,6 +1,7 @@
 // Session lifecycle over the API: create, read, list, delete; tenants are isolated; bad input is a clear 4xx.
 import t from 'tap'
 import Docker from 'dockerode'
+import { request } from 'node:http'
 import { API_KEY, OTHER_KEY, containersOf, startApp } from './helpers/app.js'
 import { api, createSession, executeSse, stdoutOf } from './helpers/client.js'
 
@@ -79,6 +80,11 @@ t.test('sessions', async (t) => {
     t.equal((await none.json()).code, 'unauthorized')
     const wrong = await api(h.url, 'GET', '/v1/sessions', undefined, { key: 'not-a-real-key-123' })
     t.equal(wrong.status, 401)
+    // The same routes reached through other spellings of the URL are still authenticated.
+    for (const [method, target] of [['GET', `http://x${'/v1/sessions'}`], ['GET', '/%761/sessions'], ['POST', '/%761/sessions'], ['GET', '/v1//sessions'], ['GET', '/v1/sessions/../sessions']]) {
+      const status = await rawRequest(h.url, method!, target!)
+      t.ok(status === 401 || status === 404, `${method} ${target} → ${status} (never served without a key)`)
+    }
   })
 
   t.test('bad input gets a clear 4xx with a stable code', async (t) => {
@@ -134,3 +140,13 @@ t.test('sessions', async (t) => {
     t.match(metrics.body, /replcast_session_create_seconds_bucket/)
   })
 })
+
+/** A request with an exact request-target (absolute-form, percent-encoded), as fetch would normalise it. */
+function rawRequest(base: string, method: string, target: string): Promise<number> {
+  const { hostname, port } = new URL(base)
+  return new Promise((resolve, reject) => {
+    const req = request({ host: hostname, port, method, path: target }, (res) => { res.resume(); resolve(res.statusCode ?? 0) })
+    req.on('error', reject)
+    req.end()
+  })
+}

@@ -100,6 +100,7 @@ export class SessionService {
   // ---------- sessions ----------
 
   async create(tenant: string, body: CreateSessionBodyT): Promise<SessionT> {
+    if (!tenant) throw new AppError('unauthorized', 'no tenant for this request')
     const c = this.config
     const { limits, idle, maxSessions } = resolveSessionLimits(c, tenant, body)
     const runtime = body.runtime ?? c.SANDBOX_RUNTIME
@@ -153,6 +154,7 @@ export class SessionService {
 
   /** The tenant's sessions ordered by id; `cursor` is the last id of the previous page. */
   async list(tenant: string, limit: number, cursor?: string): Promise<{ sessions: SessionT[]; next_cursor: string | null }> {
+    if (!tenant) throw new AppError('unauthorized', 'no tenant for this request')
     const ids = (await this.store.tenantSessionIds(tenant)).filter((id) => !cursor || id > cursor)
     const page = ids.slice(0, limit)
     const recs = await Promise.all(page.map((id) => this.store.getSession(id)))
@@ -441,6 +443,7 @@ export class SessionService {
   // ---------- helpers ----------
 
   private async record(tenant: string, id: string): Promise<SessionRecord> {
+    if (!tenant) throw new AppError('unauthorized', 'no tenant for this request')
     const rec = await this.store.getSession(id)
     if (!rec || rec.tenant !== tenant) throw new AppError('session_not_found', `no session ${id}`)
     return rec
