@@ -1,8 +1,8 @@
 // The API process is SIGKILLed (or SIGTERMed) mid-stream; a new process re-adopts the session and a
 // client resuming with Last-Event-ID gets the rest of the events, none twice.
 import t from 'tap'
-import { API_KEY, containersOf } from './helpers/app.js'
-import { readSse, type SseEvent } from './helpers/client.js'
+import { API_KEY, containersOf, startApp } from './helpers/app.js'
+import { api, readSse, type SseEvent } from './helpers/client.js'
 import { isolatedServer, killHard } from './helpers/server-process.js'
 
 const LINES = 10
@@ -57,4 +57,23 @@ t.test('SIGTERM ends open streams with a final event, exits cleanly and leaves s
   const rest = await readSse(await fetch(`${h.server.url}/v1/sessions/${sid}/executions/${eid}/events`, { headers: { ...auth, accept: 'text/event-stream', 'last-event-id': lastId } }))
   const all = [...events, ...rest].filter((e) => e.event === 'stdout').map((e) => e.data.text).join('')
   t.equal(all, EXPECTED, 'the resumed stream completes the output')
+})
+
+t.test('a busy session whose API instance died is taken over by another instance, which enforces its timeout', async (t) => {
+  const fast = { LEASE_TTL_MS: '1000', REAPER_INTERVAL_MS: '200', INTERRUPT_GRACE_MS: '500' }
+  const a = await isolatedServer(t, 'dead', fast)
+  const auth = { authorization: `Bearer ${API_KEY}` }
+  const { id: sid } = await (await fetch(`${a.server.url}/v1/sessions`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: '{"idle_timeout_s": 1}' })).json() as { id: string }
+  const res = await fetch(`${a.server.url}/v1/sessions/${sid}/executions`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json', accept: 'text/event-stream' }, body: JSON.stringify({ code: 'import time\nprint("start", flush=True)\ntime.sleep(60)', timeout_s: 2 }) })
+  const eid = res.headers.get('location')!.split('/').pop()!
+  await readSse(res, (e) => e.event === 'stdout')
+  await killHard(a.server) // and never comes back
+
+  const b = await startApp(t, { ...fast, REPLCAST_KEY_PREFIX: a.env.REPLCAST_KEY_PREFIX!, REPLCAST_DEPLOYMENT: a.env.REPLCAST_DEPLOYMENT! })
+  const events = await readSse(await fetch(`${b.url}/v1/sessions/${sid}/executions/${eid}/events`, { headers: { ...auth, accept: 'text/event-stream' } }))
+  t.equal(events.filter((e) => e.event === 'stdout').map((e) => e.data.text).join(''), 'start\n')
+  t.equal(events.at(-1)?.event, 'done', 'the follower on the other instance gets the end')
+  t.equal(events.at(-1)?.data.status, 'timeout', 'the execution\'s timeout was enforced by the instance that took over')
+  const after = await api(b.url, 'POST', `/v1/sessions/${sid}/executions`, { code: 'print("alive")' })
+  t.equal(after.body.events.find((e: any) => e.type === 'stdout')?.text, 'alive\n', 'and the session works there')
 })

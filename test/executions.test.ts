@@ -88,6 +88,13 @@ t.test('executions', async (t) => {
     t.ok(b.events.at(-1)!.at <= c.events.at(-1)!.at, 'they ended in order')
   })
 
+  t.test('concurrent submits to an idle session: one runs, the others say queued, all in order', async (t) => {
+    const all = await Promise.all([1, 2, 3].map((n) => api(h.url, 'POST', `/v1/sessions/${sid}/executions`, { code: `print(${n})` })))
+    const first = all.map((r) => r.body.events[0].state)
+    t.same([...first].sort(), ['queued', 'queued', 'running'], `first status events: ${first.join(', ')}`)
+    t.same(all.map((r) => r.body.status), ['ok', 'ok', 'ok'])
+  })
+
   t.test('a timeout interrupts the code and the session stays usable with its state', async (t) => {
     await executeSse(h.url, sid, 'kept = "still here"')
     const r = await executeSse(h.url, sid, 'import time\nwhile True: time.sleep(0.1)', { timeout_s: 1 })

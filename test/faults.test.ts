@@ -91,6 +91,29 @@ t.test('sandbox faults', async (t) => {
   })
 })
 
+t.test('code that writes frames straight onto the REPL\'s private channel is still capped by the host', async (t) => {
+  const h = await startApp(t)
+  const sid = await createSession(h.url, { limits: { output_bytes: 100_000 } })
+  // Bypasses the REPL's own output cap: frames queued directly on its channel, for the running execution.
+  const code = [
+    'import gc',
+    "ch = next(o for o in gc.get_objects() if type(o).__name__ == 'Channel')",
+    "ex = next(o for o in gc.get_objects() if type(o).__name__ == 'Executor').current",
+    'for i in range(200):',
+    "    ch.send('stream', exec_id=ex.exec_id, name='stdout', text='x' * 50_000)",
+    'ch.flush()',
+  ].join('\n')
+  const r = await api(h.url, 'POST', `/v1/sessions/${sid}/executions`, { code })
+  t.equal(r.status, 200)
+  const logged = r.body.events.filter((e: any) => e.type === 'stdout').reduce((n: number, e: any) => n + e.text.length, 0)
+  t.ok(logged <= 200_000, `the host logged ${logged} of the 10,000,000 bytes sent (budget: twice output_bytes)`)
+  const limit = r.body.events.find((e: any) => e.type === 'limit' && e.what === 'event_bytes')
+  t.ok(limit && limit.dropped_bytes >= 9_000_000, `a limit event counts what the host dropped (${limit?.dropped_bytes})`)
+  t.equal(r.body.events.at(-1).type, 'done')
+  const after = await api(h.url, 'POST', `/v1/sessions/${sid}/executions`, { code: 'print(1)' })
+  t.equal(after.body.events.find((e: any) => e.type === 'stdout')?.text, '1\n', 'the session still works, with a fresh budget')
+})
+
 t.test('Redis restarted: the API reconnects and carries on', async (t) => {
   const redis = await startPrivateRedis()
   t.teardown(() => redis.destroy())

@@ -82,6 +82,13 @@ t.test('resuming by Last-Event-ID', async (t) => {
   })
 
   t.test('bad resume positions are rejected, unknown executions are 404', async (t) => {
+    const ex = await api(h.url, 'POST', `/v1/sessions/${sid}/executions`, { code: '1' })
+    const overflow = await events(h.url, sid, ex.body.id, '99999999999999999999-0')
+    t.equal(overflow.status, 400, 'an id beyond 64 bits is a 400')
+    t.equal((await overflow.json()).code, 'validation_failed')
+    const largest = await events(h.url, sid, ex.body.id, '18446744073709551615-18446744073709551615')
+    t.equal(largest.status, 204, 'nothing follows the largest id of an ended execution')
+    await largest.text()
     const bad = await fetch(`${h.url}/v1/sessions/${sid}/executions/exe_AAAAAAAAAAAAAAAAAAAA/events`, { headers: { authorization: `Bearer ${API_KEY}`, accept: 'text/event-stream' } })
     t.equal(bad.status, 404)
     t.equal((await bad.json()).code, 'execution_not_found')

@@ -120,7 +120,11 @@ t.test('sessions', async (t) => {
   })
 
   t.test('a tenant cannot hold more sessions than its quota', async (t) => {
-    const ids = [await createSession(h.url), await createSession(h.url), await createSession(h.url)]
+    // Five at once against a quota of three: the check and the creation are one atomic step.
+    const all = await Promise.all(Array.from({ length: 5 }, () => api(h.url, 'POST', '/v1/sessions', {})))
+    t.same(all.map((r) => r.status).sort(), [201, 201, 201, 429, 429], 'exactly the quota is created, even concurrently')
+    const ids = all.filter((r) => r.status === 201).map((r) => r.body.id)
+    t.equal((await containersOf(h.deployment)).length, 3, 'and only that many containers')
     const over = await api(h.url, 'POST', '/v1/sessions', {})
     t.equal(over.status, 429)
     t.equal(over.body.code, 'quota_exceeded')

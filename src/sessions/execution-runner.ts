@@ -12,6 +12,12 @@ import type { RedisStore } from '../store/redis-store.js'
 import { frameToEvent, unrefTimer, type EventPayload, type PendingExecution } from './execution.js'
 import type { Metrics } from './metrics.js'
 
+/** Per-event overhead counted against an execution's byte budget (so floods of tiny frames count). */
+const FRAME_OVERHEAD_BYTES = 64
+/** Rich events (results, displays, errors) an execution may log at the image size cap. */
+const IMAGES_PER_EXECUTION = 4
+const BASE64_GROWTH = 1.4
+
 /** A session this instance is attached to. */
 export interface LiveSession {
   id: string
@@ -20,6 +26,8 @@ export interface LiveSession {
   client: ReplClient
   queue: PendingExecution[]
   running: PendingExecution | null
+  /** Submits between their checks and their place in the queue (their Redis writes are in flight). */
+  reserved: number
   /** False once the instance let go of it (detached, replaced, deleted). */
   attached: boolean
   /** True while the host itself stops the container (restart, delete), so the exit is expected. */
@@ -52,21 +60,41 @@ export class ExecutionRunner {
 
   /** Queues an execution object driven by the caller (the agent's streamed code). */
   async enqueue(live: LiveSession, ex: PendingExecution): Promise<void> {
-    const busy = live.running !== null
-    if (busy && live.queue.length >= this.config.EXEC_QUEUE_DEPTH) {
-      throw new AppError('queue_full', `${live.queue.length} executions are already waiting in this session (the maximum is ${this.config.EXEC_QUEUE_DEPTH})`)
+    if (!live.attached || live.stopping) throw new AppError('session_dead', 'the session is going away')
+    // Places are taken synchronously (reserved), so concurrent submits see each other.
+    const ahead = live.queue.length + live.reserved
+    const busy = live.running !== null || ahead > 0
+    // When nothing runs yet, the first of those ahead is about to run rather than wait.
+    const waiting = live.running !== null ? ahead : Math.max(0, ahead - 1)
+    if (busy && waiting >= this.config.EXEC_QUEUE_DEPTH) {
+      throw new AppError('queue_full', `${waiting} executions are already waiting in this session (the maximum is ${this.config.EXEC_QUEUE_DEPTH})`)
     }
     const maxRunning = this.config.tenantLimits.for(live.tenant).max_concurrent_executions
-    if (!(await this.store.acquireRunningSlot(live.tenant, maxRunning))) {
-      throw new AppError('quota_exceeded', `tenant has ${maxRunning} executions queued or running (the maximum)`, { headers: { 'retry-after': '1' } })
+    // The slot frees itself if nothing releases it: after this execution and the ones before it could all have timed out.
+    const slotUntil = Date.now() + (ahead + 2) * (ex.timeoutMs + this.config.INTERRUPT_GRACE_MS)
+    live.reserved++
+    let slot = false
+    try {
+      slot = await this.store.acquireRunningSlot(live.tenant, ex.id, maxRunning, slotUntil)
+      if (!slot) throw new AppError('quota_exceeded', `tenant has ${maxRunning} executions queued or running (the maximum)`, { headers: { 'retry-after': '1' } })
+      ex.announcedRunning = !busy
+      const status = { type: 'status', state: busy ? 'queued' : 'running', execution_id: ex.id }
+      await this.store.createExecution({ id: ex.id, session_id: live.id, tenant: live.tenant, status: 'queued', created_at: Date.now(), started_at: null, ended_at: null, duration_ms: null, execution_count: null, kind: ex.kind, code: ex.code, timeout_ms: ex.timeoutMs }, status)
+    } catch (err) {
+      if (slot) await this.store.releaseRunningSlot(live.tenant, ex.id).catch(() => undefined)
+      throw err
+    } finally {
+      live.reserved--
     }
-    const now = Date.now()
-    ex.announcedRunning = !busy
-    const status = { type: 'status', state: busy ? 'queued' : 'running', execution_id: ex.id }
-    await this.store.createExecution({ id: ex.id, session_id: live.id, tenant: live.tenant, status: 'queued', created_at: now, started_at: null, ended_at: null, duration_ms: null, execution_count: null, kind: ex.kind, code: ex.code, timeout_ms: ex.timeoutMs }, status)
     this.deps.feed.notify(live.id, ex.id)
-    live.queue.push(ex)
     this.deps.metrics.executionsQueued.inc()
+    live.queue.push(ex)
+    if (!live.attached || live.stopping) {
+      // The session went away while this was being recorded: it ends at once, with its one `done`.
+      ex.chain = this.append(live.id, ex.id, { type: 'error', ename: 'SandboxError', evalue: 'the session was deleted or restarted before this execution started', traceback: [] }).catch(() => undefined)
+      await this.finish(live, ex, 'killed')
+      return
+    }
     this.runNext(live)
   }
 
@@ -78,7 +106,8 @@ export class ExecutionRunner {
     ex.startedAt = Date.now()
     // The REPL starts at once; the start is recorded meanwhile, and the execution's events are
     // appended after it (they chain on ex.chain), so `status: running` still comes first.
-    ex.chain = this.store.recordStart(live.id, ex.id, ex.startedAt, ex.announcedRunning ? null : { type: 'status', state: 'running', execution_id: ex.id })
+    const deadline = ex.startedAt + ex.timeoutMs + this.config.INTERRUPT_GRACE_MS + live.idleTimeoutS * 1000
+    ex.chain = this.store.recordStart(live.id, ex.id, ex.startedAt, ex.announcedRunning ? null : { type: 'status', state: 'running', execution_id: ex.id }, deadline)
       .then(() => { if (!ex.announcedRunning) this.deps.feed.notify(live.id, ex.id) })
       .catch((err) => this.log.error({ err, sessionId: live.id, executionId: ex.id }, 'could not record the start of an execution'))
     ex.timers.push(unrefTimer(ex.timeoutMs, () => this.interruptRunning(live, ex, 'timeout')))
@@ -97,7 +126,17 @@ export class ExecutionRunner {
       return
     }
     const event = frameToEvent(f, this.deps.llmModelFor?.(ex.id) ?? this.config.REPLCAST_MODEL)
-    if (event) ex.chain = ex.chain.then(() => this.append(live.id, ex.id, event)).catch((err) => this.log.error({ err }, 'event append failed'))
+    if (!event) return
+    // The REPL caps output, but its channel lives in the same process as the user's code: the host
+    // counts too, so no sandbox can fill Redis. The budget leaves the REPL's own caps room to act first.
+    const size = JSON.stringify(event).length + FRAME_OVERHEAD_BYTES
+    const text = event.type === 'stdout' || event.type === 'stderr'
+    const budget = text ? 2 * live.outputBytes : IMAGES_PER_EXECUTION * this.config.MAX_IMAGE_BYTES * BASE64_GROWTH
+    const used = text ? ex.loggedBytes.text : ex.loggedBytes.rich
+    if (used + size > budget) { ex.droppedBytes += size; return }
+    if (text) ex.loggedBytes.text += size
+    else ex.loggedBytes.rich += size
+    ex.chain = ex.chain.then(() => this.append(live.id, ex.id, event)).catch((err) => this.log.error({ err }, 'event append failed'))
   }
 
   /** Interrupt, then SIGKILL after the grace period if the REPL does not end the execution. */
@@ -118,6 +157,10 @@ export class ExecutionRunner {
     ex.ended = true
     for (const t of ex.timers) clearTimeout(t)
     live.client.forget(ex.id)
+    if (ex.droppedBytes > 0) {
+      const limit = { type: 'limit', what: 'event_bytes', dropped_bytes: ex.droppedBytes }
+      ex.chain = ex.chain.then(() => this.append(live.id, ex.id, limit)).catch((err) => this.log.error({ err }, 'event append failed'))
+    }
     const end = Date.now()
     const started = ex.startedAt || end
     const duration = end - started

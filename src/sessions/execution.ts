@@ -35,12 +35,15 @@ export interface PendingExecution {
   timers: NodeJS.Timeout[]
   /** Serialises appends so events keep their order. */
   chain: Promise<unknown>
+  /** Bytes of events logged, and dropped by the host's own caps (a backstop to the REPL's). */
+  loggedBytes: { text: number; rich: number }
+  droppedBytes: number
   onStart?: () => void
   onDone?: (status: DoneStatusT) => void
 }
 
 export function newPendingExecution(id: string, code: string, timeoutMs: number, kind: 'execute' | 'stream' = 'execute'): PendingExecution {
-  return { id, code, timeoutMs, kind, forcedStatus: null, startedAt: 0, announcedRunning: false, ended: false, timers: [], chain: Promise.resolve() }
+  return { id, code, timeoutMs, kind, forcedStatus: null, startedAt: 0, announcedRunning: false, ended: false, timers: [], chain: Promise.resolve(), loggedBytes: { text: 0, rich: 0 }, droppedBytes: 0 }
 }
 
 /** A timer that never keeps the process alive. */

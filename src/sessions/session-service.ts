@@ -60,6 +60,8 @@ export class SessionService {
   /** This instance lets go of a live session (its REPL client is closed by the caller). */
   private detach(live: LiveSession): void {
     live.attached = false
+    // Timers of executions this instance no longer drives must not fire (a re-adoption re-arms them).
+    for (const ex of [...(live.running ? [live.running] : []), ...live.queue]) ex.timers.forEach(clearTimeout)
     if (this.live.get(live.id) === live) this.live.delete(live.id)
   }
 
@@ -75,7 +77,20 @@ export class SessionService {
       await this.ensureLocal(rec).catch((err) => this.log.warn({ err, sessionId: sid }, 'could not re-adopt session'))
     }
     this.every(this.config.REAPER_INTERVAL_MS, () => this.reapDue())
-    this.every(Math.floor(this.config.LEASE_TTL_MS / 3), () => this.store.renewLeases([...this.live.keys()], this.config.instanceId, this.config.LEASE_TTL_MS))
+    this.every(Math.floor(this.config.LEASE_TTL_MS / 3), () => this.renewLeases())
+  }
+
+  /** Keeps this instance's leases; a session whose lease another instance took is let go (not stopped). */
+  private async renewLeases(): Promise<void> {
+    const holders = await this.store.renewLeases([...this.live.keys()], this.config.instanceId, this.config.LEASE_TTL_MS)
+    for (const [sid, holder] of holders) {
+      const live = this.live.get(sid)
+      if (!live || holder === this.config.instanceId) continue
+      this.log.warn({ sessionId: sid, holder }, 'lost the session lease to another instance; detaching')
+      live.stopping = true
+      live.client.close()
+      this.detach(live)
+    }
   }
 
   /** Detaches from every sandbox (they stay for re-adoption) and stops timers. Running executions keep running in their sandboxes. */
@@ -105,16 +120,15 @@ export class SessionService {
     const { limits, idle, maxSessions } = resolveSessionLimits(c, tenant, body)
     const runtime = body.runtime ?? c.SANDBOX_RUNTIME
     if (!(await this.availableRuntimes()).has(runtime)) throw new AppError('runtime_unavailable', `runtime ${runtime} is not registered with the Docker engine`)
-    if ((await this.store.countTenantSessions(tenant)) >= maxSessions) {
-      throw new AppError('quota_exceeded', `tenant already has ${maxSessions} sessions (the maximum); delete one first`, { headers: { 'retry-after': '10' } })
-    }
     const now = Date.now()
     const rec: SessionRecord = {
       id: newId('ses'), tenant, status: 'starting', created_at: now, last_active_at: now, idle_timeout_s: idle,
       runtime, limits, metadata: body.metadata ?? {}, env: body.env ?? {}, container_id: '', execution_count: 0,
     }
     // The deadline covers start-up too, so a crash mid-create still gets the session reaped.
-    await this.store.createSession(rec, now + idle * 1000 + c.SANDBOX_START_TIMEOUT_MS)
+    if (!(await this.store.createSession(rec, now + idle * 1000 + c.SANDBOX_START_TIMEOUT_MS, maxSessions))) {
+      throw new AppError('quota_exceeded', `tenant already has ${maxSessions} sessions (the maximum); delete one first`, { headers: { 'retry-after': '10' } })
+    }
     const log = this.log.child({ sessionId: rec.id, tenant })
     const t0 = performance.now()
     let handle: SandboxHandle | null = null
@@ -178,6 +192,9 @@ export class SessionService {
       await this.runner.endAll(live, status)
       live.client.close()
       this.detach(live)
+    } else if (!(await this.store.leaseHolder(rec.id))) {
+      // No instance drives its executions (one that did would end them when the container goes).
+      for (const ex of await this.unfinishedExecutions(rec)) await this.endOrphaned(rec, ex, status, 'the session was deleted')
     }
     if (rec.container_id) await this.driver.remove(rec.container_id)
     await this.store.deleteSession(rec)
@@ -278,18 +295,26 @@ export class SessionService {
 
   private attachLive(rec: SessionRecord, handle: SandboxHandle, adopted: boolean): LiveSession {
     const client = new ReplClient(handle.transport, this.log.child({ sessionId: rec.id }), { readyTimeoutMs: this.config.SANDBOX_START_TIMEOUT_MS, expectReady: !adopted })
-    const live: LiveSession = { id: rec.id, tenant: rec.tenant, containerId: handle.containerId, client, queue: [], running: null, attached: true, stopping: false, idleTimeoutS: rec.idle_timeout_s, outputBytes: rec.limits.output_bytes ?? this.config.MAX_STREAM_BYTES }
+    const live: LiveSession = { id: rec.id, tenant: rec.tenant, containerId: handle.containerId, client, queue: [], running: null, reserved: 0, attached: true, stopping: false, idleTimeoutS: rec.idle_timeout_s, outputBytes: rec.limits.output_bytes ?? this.config.MAX_STREAM_BYTES }
     this.live.set(rec.id, live)
     const onLlm = this.deps.onLlmRequest
     if (onLlm) client.onLlmRequest((f) => onLlm({ sessionId: rec.id, tenant: rec.tenant, client, append: (eid, e) => this.append(rec.id, eid, e) }, f))
     const onGone = async () => {
       if (live.stopping || this.closing || !live.attached) return
-      const exit = await Promise.race([handle.exited, this.driver.inspectExit(handle.containerId)])
-      if ('running' in exit && exit.running) {
-        // Only the attach stream broke: re-attach to the still-running REPL.
+      let exit: Awaited<ReturnType<DockerSandboxDriver['inspectExit']>>
+      try {
+        exit = await this.driver.inspectExit(handle.containerId)
+      } catch (err) {
+        // The engine cannot say: let go; the next request for the session adopts it again.
+        this.log.warn({ err, sessionId: rec.id }, 'attach stream closed and the engine is unreachable; detaching')
+        this.detach(live)
+        return
+      }
+      if (exit.running) {
+        // Only the attach stream broke: attach again to the still-running REPL.
         this.log.warn({ sessionId: rec.id }, 'attach stream closed; re-attaching')
         this.detach(live)
-        await this.adoptRunning(rec).catch(() => this.markDead(rec.id))
+        await this.ensureLocal(rec)
         return
       }
       live.stopping = true
@@ -301,14 +326,15 @@ export class SessionService {
       const killedByUs = { ename: 'SandboxKilled', evalue: `the code did not stop within ${this.config.INTERRUPT_GRACE_MS} ms of the interrupt, so the sandbox was killed; restart the session to continue` }
       for (const ex of [...(live.running ? [live.running] : []), ...live.queue]) {
         const e = ex.forcedStatus && live.running === ex ? killedByUs : why
-        ex.chain = ex.chain.then(() => this.append(rec.id, ex.id, { type: 'error', ...e, traceback: [] }))
+        ex.chain = ex.chain.then(() => this.append(rec.id, ex.id, { type: 'error', ...e, traceback: [] })).catch((err) => this.log.error({ err }, 'event append failed'))
       }
       await this.runner.endAll(live, status)
       this.detach(live)
       await this.markDead(rec.id)
     }
-    client.onClose(() => { void onGone() })
-    void handle.exited.then(() => { if (!live.stopping) live.client.close() })
+    client.onClose(() => { onGone().catch((err) => this.log.error({ err, sessionId: rec.id }, 'handling a closed sandbox channel failed')) })
+    // A backup for the attach stream's end: only a real exit closes the channel.
+    void handle.exited.then((e) => { if (e.exitCode !== null && !live.stopping) live.client.close() })
     return live
   }
 
@@ -346,24 +372,32 @@ export class SessionService {
     }
     const handle = await this.driver.adopt(rec.container_id, rec.id)
     const live = this.attachLive(rec, handle, true)
-    const running = unfinished.find((ex) => ex.status === 'running')
-    // Frames of the running execution that arrive now wait until those written while detached are replayed.
-    const early: ReplFrame[] = []
-    if (running) live.client.track(running.id, (f) => early.push(f))
-    await live.client.request('ping', {}, 5000)
-    await this.store.addInstanceSession(this.config.instanceId, rec.id)
-    if (running) await this.resumeRunning(rec, live, running, early)
-    for (const ex of unfinished.filter((x) => x.status === 'queued').reverse()) {
-      const pending = newPendingExecution(ex.id, ex.code ?? '', ex.timeout_ms ?? this.config.EXEC_TIMEOUT_S * 1000, ex.kind ?? 'execute')
-      if (pending.kind === 'stream') { await this.endOrphaned(rec, ex, 'killed', 'the API instance that was streaming this code stopped'); continue }
-      live.queue.push(pending)
+    try {
+      const running = unfinished.find((ex) => ex.status === 'running')
+      // Frames of the running execution that arrive now wait until those written while detached are replayed.
+      const early: ReplFrame[] = []
+      if (running) live.client.track(running.id, (f) => early.push(f))
+      await this.store.addInstanceSession(this.config.instanceId, rec.id)
+      if (running) await this.resumeRunning(rec, live, running, early)
+      for (const ex of unfinished.filter((x) => x.status === 'queued').reverse()) {
+        const pending = newPendingExecution(ex.id, ex.code ?? '', ex.timeout_ms ?? this.config.EXEC_TIMEOUT_S * 1000, ex.kind ?? 'execute')
+        if (pending.kind === 'stream') { await this.endOrphaned(rec, ex, 'killed', 'the API instance that was streaming this code stopped'); continue }
+        live.queue.push(pending)
+      }
+      if (!running) {
+        await this.store.updateSession(rec.id, { status: live.queue.length ? 'busy' : 'ready' })
+        this.runner.runNext(live)
+      }
+      this.log.info({ sessionId: rec.id, resumed: running?.id, requeued: live.queue.length }, 'session adopted')
+      return live
+    } catch (err) {
+      live.stopping = true
+      live.client.close()
+      this.detach(live)
+      await this.store.releaseLease(rec.id, this.config.instanceId).catch(() => undefined)
+      if (err instanceof AppError) throw err
+      throw new AppError('sandbox_failed', 'the session\'s sandbox could not be re-attached', { cause: err })
     }
-    if (!running) {
-      await this.store.updateSession(rec.id, { status: live.queue.length ? 'busy' : 'ready' })
-      this.runner.runNext(live)
-    }
-    this.log.info({ sessionId: rec.id, resumed: running?.id, requeued: live.queue.length }, 'session adopted')
-    return live
   }
 
   /**
@@ -414,21 +448,42 @@ export class SessionService {
     await this.append(rec.id, ex.id, { type: 'done', status, duration_ms: end - (ex.started_at ?? ex.created_at) })
     await this.store.updateExecution(rec.id, ex.id, { status, ended_at: end })
     await this.store.expireExecution(rec.id, ex.id)
-    await this.store.releaseRunningSlot(rec.tenant)
+    await this.store.releaseRunningSlot(rec.tenant, ex.id)
   }
 
   // ---------- reaping and orphans ----------
 
   private async reapDue(): Promise<void> {
     for (const sid of await this.store.claimDue(Date.now())) {
-      const rec = await this.store.getSession(sid)
-      if (!rec) continue
-      const deadline = rec.last_active_at + rec.idle_timeout_s * 1000
-      if (rec.status === 'busy' || deadline > Date.now()) { await this.store.restoreDeadline(sid, Math.max(deadline, Date.now() + 1000)); continue }
-      this.log.info({ sessionId: sid, tenant: rec.tenant }, 'reaping idle session')
-      await this.destroy(rec, 'killed')
-      this.deps.metrics.sessionsReaped.inc()
+      try {
+        await this.reapOne(sid)
+      } catch (err) {
+        // Claimed but not handled: back in the set, to be tried again.
+        this.log.warn({ err, sessionId: sid }, 'reaping failed; will retry')
+        await this.store.restoreDeadline(sid, Date.now() + 5000).catch(() => undefined)
+      }
     }
+  }
+
+  private async reapOne(sid: string): Promise<void> {
+    const rec = await this.store.getSession(sid)
+    if (!rec) return
+    const now = Date.now()
+    const deadline = rec.last_active_at + rec.idle_timeout_s * 1000
+    if (rec.status === 'busy') {
+      // Past a running execution's own time limit. If no instance holds the session, its instance
+      // is gone: adopt it here, which resumes the execution and enforces its timeout.
+      if (!this.live.has(sid) && !(await this.store.leaseHolder(sid))) {
+        this.log.warn({ sessionId: sid }, 'busy session without an instance; adopting it')
+        await this.ensureLocal(rec).catch((err) => this.log.warn({ err, sessionId: sid }, 'could not adopt an orphaned busy session'))
+      }
+      await this.store.restoreDeadline(sid, now + rec.idle_timeout_s * 1000)
+      return
+    }
+    if (deadline > now) { await this.store.restoreDeadline(sid, deadline); return }
+    this.log.info({ sessionId: sid, tenant: rec.tenant }, 'reaping idle session')
+    await this.destroy(rec, 'killed')
+    this.deps.metrics.sessionsReaped.inc()
   }
 
   private async removeOrphans(): Promise<void> {

@@ -70,15 +70,18 @@ export class EventFeed {
     const unwatch = this.watch(this.store.keys.events(sid, eid), () => { dirty = true; wake?.() }, !local)
     const onAbort = () => wake?.()
     signal.addEventListener('abort', onAbort)
+    let quiet = false
     try {
       while (!signal.aborted) {
         if (!dirty) {
-          await new Promise<void>((resolve) => {
-            wake = resolve
-            const t = setTimeout(resolve, BLOCK_MS * 2) // belt and braces against a lost wake-up
+          quiet = await new Promise<boolean>((resolve) => {
+            wake = () => resolve(false)
+            // Belt and braces against a lost wake-up, and a liveness check (below) when nothing comes.
+            const t = setTimeout(() => resolve(true), BLOCK_MS * 2)
             t.unref()
           })
           wake = null
+          dirty = true
           continue
         }
         dirty = false
@@ -89,13 +92,21 @@ export class EventFeed {
           last = e.id
           if (e.type === 'done') return true
         }
-        if (events.length > 0) dirty = true // there may be more than one page
+        if (events.length > 0) { dirty = true; continue } // there may be more than one page
+        // Nothing new for a while: stop if the execution is gone, or ended with no `done` after `last`
+        // (the client resumed past it, or the log was trimmed or expired).
+        if (quiet && !(await this.executionLive(sid, eid))) return false
       }
       return false
     } finally {
       signal.removeEventListener('abort', onAbort)
       unwatch()
     }
+  }
+
+  private async executionLive(sid: string, eid: string): Promise<boolean> {
+    const ex = await this.store.getExecution(sid, eid)
+    return ex !== null && (ex.status === 'queued' || ex.status === 'running')
   }
 
   private async unblock(): Promise<void> {

@@ -37,8 +37,6 @@ export interface ExecutionRecord {
 
 export interface LoggedEvent { id: string; type: string; [k: string]: unknown }
 
-const FAR_FUTURE_MS = 8.64e15
-
 const JSON_FIELDS = new Set(['limits', 'metadata', 'env'])
 const NUM_FIELDS = new Set(['timeout_ms', 'created_at', 'last_active_at', 'idle_timeout_s', 'execution_count', 'started_at', 'ended_at', 'duration_ms'])
 
@@ -76,11 +74,22 @@ if (not cur) or cur == ARGV[1] then
 end
 return cur`
 
-// Increments a tenant's counter only while it is below the cap; returns 1 on success.
-const INCR_BELOW = `
-local n = tonumber(redis.call('GET', KEYS[1]) or '0')
-if n >= tonumber(ARGV[1]) then return 0 end
-redis.call('INCR', KEYS[1])
+// A tenant's executions that are queued or running: a sorted set of ids scored by the time by
+// which each must have ended, so an id left behind by a crashed instance frees itself.
+// Adds the id only while fewer than the cap are live; returns 1 on success.
+const ACQUIRE_SLOT = `
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then return 0 end
+redis.call('ZADD', KEYS[1], ARGV[3], ARGV[4])
+redis.call('PEXPIREAT', KEYS[1], ARGV[3])
+return 1`
+
+// Creates a session only while the tenant has fewer than the cap; returns 1 on success.
+const CREATE_SESSION = `
+if redis.call('SCARD', KEYS[2]) >= tonumber(ARGV[1]) then return 0 end
+for i = 4, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+redis.call('SADD', KEYS[2], ARGV[3])
+redis.call('ZADD', KEYS[3], ARGV[2], ARGV[3])
 return 1`
 
 // Updates a live session (never a deleted or dead one) and moves its idle deadline, atomically.
@@ -88,7 +97,7 @@ const SESSION_ACTIVITY = `
 local st = redis.call('HGET', KEYS[1], 'status')
 if (not st) or st == 'dead' then return 0 end
 for i = 3, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
-redis.call('ZADD', KEYS[2], 'XX', ARGV[1], ARGV[2])
+redis.call('ZADD', KEYS[2], ARGV[1], ARGV[2])
 return 1`
 
 export class RedisStore {
@@ -99,12 +108,10 @@ export class RedisStore {
   }
 
   // ---- sessions ----
-  async createSession(rec: SessionRecord, deadlineMs: number): Promise<void> {
-    await this.redis.multi()
-      .hset(this.keys.session(rec.id), toHash(rec))
-      .sadd(this.keys.tenantSessions(rec.tenant), rec.id)
-      .zadd(this.keys.deadlines(), deadlineMs, rec.id)
-      .exec()
+  /** Creates the session unless the tenant already has `maxSessions`; returns false then. */
+  async createSession(rec: SessionRecord, deadlineMs: number, maxSessions: number): Promise<boolean> {
+    const fields = Object.entries(toHash(rec)).flat()
+    return (await this.redis.eval(CREATE_SESSION, 3, this.keys.session(rec.id), this.keys.tenantSessions(rec.tenant), this.keys.deadlines(), maxSessions, deadlineMs, rec.id, ...fields)) === 1
   }
 
   async getSession(id: string): Promise<SessionRecord | null> {
@@ -134,10 +141,6 @@ export class RedisStore {
     return (await this.redis.smembers(this.keys.tenantSessions(tenant))).sort()
   }
 
-  async countTenantSessions(tenant: string): Promise<number> {
-    return this.redis.scard(this.keys.tenantSessions(tenant))
-  }
-
   async allSessionIds(): Promise<Set<string>> {
     const ids = new Set<string>()
     let cursor = '0'
@@ -156,10 +159,10 @@ export class RedisStore {
     else await this.redis.zadd(this.keys.deadlines(), 'XX', deadlineMs, id)
   }
 
-  /** Execution start: session busy, never reaped while running, execution running, optionally its `running` status event. */
-  async recordStart(sid: string, eid: string, startedAt: number, statusEvent: object | null): Promise<void> {
+  /** Execution start: session busy (its deadline after the execution's own limit), execution running, optionally its `running` status event. */
+  async recordStart(sid: string, eid: string, startedAt: number, statusEvent: object | null, deadlineMs: number): Promise<void> {
     const m = this.redis.multi()
-      .eval(SESSION_ACTIVITY, 2, this.keys.session(sid), this.keys.deadlines(), FAR_FUTURE_MS, sid, 'status', 'busy', 'last_active_at', startedAt)
+      .eval(SESSION_ACTIVITY, 2, this.keys.session(sid), this.keys.deadlines(), deadlineMs, sid, 'status', 'busy', 'last_active_at', startedAt)
       .hset(this.keys.execution(sid, eid), toHash({ status: 'running', started_at: startedAt }))
     if (statusEvent) m.xadd(this.keys.events(sid, eid), 'MAXLEN', '~', this.opts.eventMaxLen, '*', 'e', JSON.stringify(statusEvent))
     await m.exec()
@@ -175,11 +178,9 @@ export class RedisStore {
       .hset(this.keys.execution(sid, eid), toHash(fields))
       .expire(this.keys.execution(sid, eid), this.opts.eventTtlS)
       .expire(this.keys.events(sid, eid), this.opts.eventTtlS)
-      .decr(this.keys.tenantRunning(tenant))
+      .zrem(this.keys.tenantRunning(tenant), eid)
     if (session) m.eval(SESSION_ACTIVITY, 2, this.keys.session(sid), this.keys.deadlines(), session.deadlineMs, sid, ...Object.entries(toHash(session.fields)).flat())
-    const res = await m.exec()
-    const running = Number(res?.[4]?.[1] ?? 0)
-    if (running < 0) await this.redis.set(this.keys.tenantRunning(tenant), 0)
+    await m.exec()
   }
 
   async claimDue(nowMs: number, max = 100): Promise<string[]> {
@@ -195,11 +196,17 @@ export class RedisStore {
     return (await this.redis.eval(ACQUIRE_LEASE, 1, this.keys.lease(sid), instanceId, ttlMs)) as string
   }
 
-  async renewLeases(sids: string[], instanceId: string, ttlMs: number): Promise<void> {
-    if (sids.length === 0) return
+  /** Renews the leases that are still ours; returns each session's holder. */
+  async renewLeases(sids: string[], instanceId: string, ttlMs: number): Promise<Array<[string, string]>> {
+    if (sids.length === 0) return []
     const p = this.redis.pipeline()
     for (const sid of sids) p.eval(ACQUIRE_LEASE, 1, this.keys.lease(sid), instanceId, ttlMs)
-    await p.exec()
+    const res = (await p.exec()) ?? []
+    return sids.map((sid, i) => [sid, String(res[i]?.[1] ?? instanceId)])
+  }
+
+  async leaseHolder(sid: string): Promise<string | null> {
+    return this.redis.get(this.keys.lease(sid))
   }
 
   async releaseLease(sid: string, instanceId: string): Promise<void> {
@@ -219,13 +226,13 @@ export class RedisStore {
   }
 
   // ---- quotas ----
-  async acquireRunningSlot(tenant: string, max: number): Promise<boolean> {
-    return (await this.redis.eval(INCR_BELOW, 1, this.keys.tenantRunning(tenant), max)) === 1
+  /** Takes one of the tenant's `max` execution slots for `eid` until `untilMs` at the latest. */
+  async acquireRunningSlot(tenant: string, eid: string, max: number, untilMs: number): Promise<boolean> {
+    return (await this.redis.eval(ACQUIRE_SLOT, 1, this.keys.tenantRunning(tenant), Date.now(), max, untilMs, eid)) === 1
   }
 
-  async releaseRunningSlot(tenant: string): Promise<void> {
-    const n = await this.redis.decr(this.keys.tenantRunning(tenant))
-    if (n < 0) await this.redis.set(this.keys.tenantRunning(tenant), 0)
+  async releaseRunningSlot(tenant: string, eid: string): Promise<void> {
+    await this.redis.zrem(this.keys.tenantRunning(tenant), eid)
   }
 
   /** Counts a request in the tenant's current one-minute window; returns the count so far. */
@@ -283,7 +290,14 @@ export class RedisStore {
   /** Events after `afterId` (exclusive; '' = from the start), oldest first. */
   async readEvents(sid: string, eid: string, afterId: string, count = 1000): Promise<LoggedEvent[]> {
     const start = afterId ? `(${afterId}` : '-'
-    const rows = await this.redis.xrange(this.keys.events(sid, eid), start, '+', 'COUNT', count)
+    let rows: Array<[string, string[]]>
+    try {
+      rows = await this.redis.xrange(this.keys.events(sid, eid), start, '+', 'COUNT', count)
+    } catch (err) {
+      // Nothing can follow the largest possible id.
+      if (/invalid start ID/i.test((err as Error).message)) return []
+      throw err
+    }
     return rows.map(([id, fields]) => ({ ...(JSON.parse(fields[1] ?? '{}') as { type: string }), id }))
   }
 }

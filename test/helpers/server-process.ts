@@ -41,7 +41,7 @@ export async function spawnServer(env: Record<string, string>): Promise<ServerPr
 }
 
 export async function killHard(p: ServerProcess): Promise<void> {
-  if (p.child.exitCode !== null) return
+  if (p.child.exitCode !== null || p.child.signalCode !== null) return
   const exited = new Promise((r) => p.child.once('exit', r))
   p.child.kill('SIGKILL')
   await exited

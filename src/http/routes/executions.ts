@@ -11,7 +11,13 @@ import { mintStreamToken, STREAM_TOKEN_TTL_S } from '../stream-token.js'
 import { ExecutionParams, problems, ref, SessionParams } from '../schema-refs.js'
 
 const SSE_DESCRIPTION = 'Server-Sent Events: `event:` is the event type, `id:` its position (send it back as Last-Event-ID), `data:` the event as JSON. Exactly one `done` event ends the stream.'
-const STREAM_ID = /^\d{1,20}-\d{1,20}$/
+const UINT64_MAX = (1n << 64n) - 1n
+
+/** A Redis stream id: two unsigned 64-bit numbers, "ms-seq". */
+function isStreamId(s: string): boolean {
+  const m = /^(\d{1,20})-(\d{1,20})$/.exec(s)
+  return !!m && BigInt(m[1]!) <= UINT64_MAX && BigInt(m[2]!) <= UINT64_MAX
+}
 
 export async function executionRoutes(app: FastifyInstance, { sessions, streams, secret }: { sessions: SessionService; streams: SseStreams; secret: () => Promise<string> }): Promise<void> {
   const r = app.withTypeProvider<TypeBoxTypeProvider>()
@@ -63,7 +69,7 @@ export async function executionRoutes(app: FastifyInstance, { sessions, streams,
   }, async (req, reply) => {
     const { id: sid, eid } = req.params
     const after = req.query.after ?? req.headers['last-event-id'] ?? ''
-    if (after && !STREAM_ID.test(after)) throw new AppError('validation_failed', 'Last-Event-ID / after must be an event id such as 1732186234123-0')
+    if (after && !isStreamId(after)) throw new AppError('validation_failed', 'Last-Event-ID / after must be an event id such as 1732186234123-0')
     const ex = await sessions.execRecord(req.tenant, sid, eid)
     const ended = ex.status !== 'queued' && ex.status !== 'running'
     if (ended && after && (await sessions.eventsAfter(sid, eid, after)) === 0) {
