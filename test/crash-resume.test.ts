@@ -4,6 +4,7 @@ import t from 'tap'
 import { API_KEY, containersOf, startApp } from './helpers/app.js'
 import { api, readSse, type SseEvent } from './helpers/client.js'
 import { isolatedServer, killHard } from './helpers/server-process.js'
+import { gate, startFakeLlm } from './helpers/fake-llm.js'
 
 const LINES = 10
 const CODE = `import time\nfor i in range(${LINES}):\n    print(f"tick {i}", flush=True)\n    time.sleep(0.3)\nprint("end")`
@@ -76,4 +77,28 @@ t.test('a busy session whose API instance died is taken over by another instance
   t.equal(events.at(-1)?.data.status, 'timeout', 'the execution\'s timeout was enforced by the instance that took over')
   const after = await api(b.url, 'POST', `/v1/sessions/${sid}/executions`, { code: 'print("alive")' })
   t.equal(after.body.events.find((e: any) => e.type === 'stdout')?.text, 'alive\n', 'and the session works there')
+})
+
+t.test('an LLM turn cut off by an API crash still ends with one done after the restart', async (t) => {
+  const llm = await startFakeLlm()
+  const hold = gate()
+  t.teardown(async () => { hold.open(); await llm.close() })
+  llm.script(async (_req, res) => {
+    res.token('import time\nprint("thinking", flush=True)\ntime.sleep(30)\n')
+    await hold.promise
+  })
+  const a = await isolatedServer(t, 'turn', { OPENAI_BASE_URL: llm.baseURL, REPLCAST_MODEL: 'fake' })
+  const auth = { authorization: `Bearer ${API_KEY}` }
+  const { id: sid } = await (await fetch(`${a.server.url}/v1/sessions`, { method: 'POST', headers: auth })).json() as { id: string }
+  const res = await fetch(`${a.server.url}/v1/sessions/${sid}/messages`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json', accept: 'text/event-stream' }, body: JSON.stringify({ content: 'think' }) })
+  const turnId = res.headers.get('location')!.split('/').pop()!
+  await readSse(res, (e) => e.event === 'stdout')
+  await killHard(a.server)
+  await a.respawn()
+  const events = await readSse(await fetch(`${a.server.url}/v1/sessions/${sid}/executions/${turnId}/events`, { headers: { ...auth, accept: 'text/event-stream' } }))
+  t.equal(events.filter((e) => e.event === 'done').length, 1, 'exactly one done')
+  t.equal(events.at(-1)?.data.status, 'killed')
+  t.match(events.find((e) => e.event === 'error')?.data.evalue, /LLM turn/, 'an error event says why')
+  const after = await api(a.server.url, 'POST', `/v1/sessions/${sid}/executions`, { code: 'print("usable")' })
+  t.equal(after.body.events.find((e: any) => e.type === 'stdout')?.text, 'usable\n', 'the session is usable')
 })

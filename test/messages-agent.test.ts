@@ -117,6 +117,38 @@ t.test('self-correction and the agent loop', async (t) => {
     t.same(ofType(r.events, 'final').map((e) => e.data.value), ['done'])
   })
 
+  t.test('the call budget belongs to the whole turn, not to each step', async (t) => {
+    llm.script(
+      code('a = llm_query("first")\nprint("got", a)\n'),
+      (_req, res) => res.json('A'),
+      code('try:\n    llm_query("second")\nexcept LLMError as e:\n    print("caught:", e)\nFINAL("done")\n'),
+    )
+    const r = await postMessage(h.url, sid, { content: 'two steps', mode: 'agent', llm_budget: { max_calls: 1 } })
+    t.match(stdoutOf(r.events), /got A/)
+    t.match(stdoutOf(r.events), /caught: LLM call budget exhausted/, 'the second step\'s call is refused')
+  })
+
+  t.test('a prompt too large to send raises LLMError at once instead of hanging', async (t) => {
+    const before = llm.requests.length
+    llm.script(code('try:\n    llm_query("\\u00e9" * 3_000_000)\nexcept LLMError as e:\n    print("caught:", e)\nFINAL("ok")\n'))
+    const r = await postMessage(h.url, sid, { content: 'huge', mode: 'agent', timeout_s: 60 })
+    t.match(stdoutOf(r.events), /caught: prompt 0 has 3000000 characters/)
+    t.equal(r.events.at(-1)!.data.status, 'ok')
+    t.equal(llm.requests.length - before, 1, 'nothing but the step reached the model')
+  })
+
+  t.test('concurrent messages to one session run one turn at a time', async (t) => {
+    llm.script(code('print(1)\n'), code('print(2)\n'), code('print(3)\n'))
+    const all = await Promise.all([1, 2, 3].map(() => postMessage(h.url, sid, { content: 'count' })))
+    t.same(all.map((r) => r.events.at(-1)!.data.status), ['ok', 'ok', 'ok'])
+    t.same(all.map((r) => stdoutOf(r.events)).sort(), ['1\n', '2\n', '3\n'])
+    t.ok(all.filter((r) => r.events[0]!.data.state === 'running').length <= 1, 'at most one started at once')
+    // Each turn's span, from its `running` status to its `done`, by log position (ms-seq ids): no overlap.
+    const ms = (id: string) => Number(id.split('-')[0])
+    const spans = all.map((r) => [ms(r.events.filter((e) => e.event === 'status' && e.data.state === 'running')[0]!.id), ms(r.events.at(-1)!.id)] as const).sort((a, b) => a[0] - b[0])
+    t.ok(spans[0]![1] <= spans[1]![0] && spans[1]![1] <= spans[2]![0], `turns ran one after another: ${JSON.stringify(spans)}`)
+  })
+
   t.test('concurrency is bounded and batch results keep their order', async (t) => {
     const before = llm.requests.length
     llm.maxInFlight = 0
@@ -145,7 +177,7 @@ t.test('self-correction and the agent loop', async (t) => {
     t.match(stdoutOf(r.events), /\['one', 'two', 'LLM token budget exhausted: 30 of 20 tokens used in this turn'\]/)
     const subs = llm.requests.slice(before).filter((q) => !q.stream)
     t.equal(subs.length, 2)
-    t.equal(subs[1]!.body.max_tokens, 5, 'a call may only use what the budget has left')
+    t.equal(subs[1]!.body.max_tokens, 4, 'a call may only use what the budget has left after its prompt (5 left, about 1 for "p1")')
 
     const never = gate()
     t.teardown(never.open)

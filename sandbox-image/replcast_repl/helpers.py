@@ -2,7 +2,12 @@
 FINAL_VAR, the `answer` dict, display, and the LLMError exception."""
 
 import itertools
+import json
 import threading
+
+# Match the host: it refuses longer prompts, and drops frames over 16 MiB.
+MAX_PROMPT_CHARS = 1_000_000
+MAX_REQUEST_BYTES = 15 * 1024 * 1024
 
 
 class LLMError(Exception):
@@ -78,6 +83,12 @@ class Helpers:
             raise LLMError("llm_query/llm_batch can only be used while an execution runs")
         if model is not None and not isinstance(model, str):
             raise TypeError("model must be a str or None")
+        # A frame the host would drop for its size would leave the call waiting forever: refuse it here.
+        for i, p in enumerate(prompts):
+            if len(p) > MAX_PROMPT_CHARS:
+                raise LLMError("prompt %d has %d characters; the maximum is %d (pass a slice, or summarise in parts)" % (i, len(p), MAX_PROMPT_CHARS))
+        if sum(len(json.dumps(p)) for p in prompts) > MAX_REQUEST_BYTES:
+            raise LLMError("the prompts together are too large to send (more than %d bytes encoded); send fewer or shorter ones" % MAX_REQUEST_BYTES)
         pending = _Pending()
         with self.gate.masked():
             request_id = "llm-%d" % next(self._ids)

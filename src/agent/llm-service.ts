@@ -76,12 +76,24 @@ export class LlmService {
     }
     const live = await sessions.liveSession(tenant, sid) // 404 / session_dead before anything is written
 
+    // The place in the session's line of turns is taken before anything is awaited, so concurrent
+    // requests see each other: one turn runs at a time, the rest wait, up to TURN_QUEUE_DEPTH.
     const line = this.lines.get(sid) ?? { tail: Promise.resolve(), waiting: 0 }
     if (line.waiting > TURN_QUEUE_DEPTH) throw new AppError('queue_full', `${line.waiting - 1} turns are already waiting in this session (the maximum is ${TURN_QUEUE_DEPTH})`)
     const turnId = newId('exe')
     const queued = line.waiting > 0 || live.running !== null || live.queue.length > 0
-    const now = Date.now()
-    await store.createExecution({ id: turnId, session_id: sid, tenant, status: queued ? 'queued' : 'running', created_at: now, started_at: null, ended_at: null, duration_ms: null, execution_count: null }, { type: 'status', state: queued ? 'queued' : 'running', execution_id: turnId })
+    line.waiting++
+    this.lines.set(sid, line)
+    const leave = () => {
+      line.waiting--
+      if (line.waiting === 0 && this.lines.get(sid) === line) this.lines.delete(sid)
+    }
+    try {
+      await store.createExecution({ id: turnId, session_id: sid, tenant, status: queued ? 'queued' : 'running', created_at: Date.now(), started_at: null, ended_at: null, duration_ms: null, execution_count: null, kind: 'turn' }, { type: 'status', state: queued ? 'queued' : 'running', execution_id: turnId })
+    } catch (err) {
+      leave()
+      throw err
+    }
 
     const b = body.llm_budget ?? {}
     const turn = new Turn({
@@ -102,20 +114,20 @@ export class LlmService {
     }, { sessions, store, history: this.history, llm: this.llm, subCalls: this.subCalls, log: this.deps.log }, queued)
 
     // One turn at a time per session: the next starts when the previous has written its done.
-    line.waiting++
-    this.lines.set(sid, line)
     this.turns.set(turnId, turn)
-    const run = line.tail.then(() => turn.run()).catch((err: unknown) => this.deps.log.error({ err, turnId }, 'turn crashed')).finally(() => {
+    const started = line.tail.then(() => turn.run()).catch((err: unknown) => this.deps.log.error({ err, turnId }, 'turn crashed')).finally(() => {
       this.turns.delete(turnId)
-      line.waiting--
-      if (line.waiting === 0 && this.lines.get(sid) === line) this.lines.delete(sid)
+      leave()
     })
-    line.tail = run
+    line.tail = started
     return turnId
   }
 
   /** Interrupts a turn that is still going (its client went away and asked for that). No-op once it ended. */
   cancel(turnId: string, reason: string): void { this.turns.get(turnId)?.cancel(reason) }
+
+  /** Whether this instance is running the turn `turnId` (it writes the turn's done itself). */
+  readonly hasTurn = (turnId: string): boolean => this.turns.has(turnId)
 
   /** Ends the session's running turns (an interrupt that arrived between two steps); true when there was one. */
   cancelSession(sid: string): boolean {

@@ -56,7 +56,11 @@ export class SubCalls {
   /** The SessionService's onLlmRequest hook. Never throws; always answers the frame. */
   handle(ctx: LlmRequestContext, frame: LlmRequestFrame): void {
     const reply = (payload: { text?: string; texts?: string[]; error?: string }) => ctx.client.sendLlmResponse(String(frame.id), payload)
-    void this.answer(frame).then(reply, (err: unknown) => {
+    // Charged to the execution the session is running, never to an id the sandbox code chose.
+    const running = ctx.runningExecId()
+    const execId = typeof frame.exec_id === 'string' && frame.exec_id === running ? running : null
+    if (!execId) { reply({ error: 'llm_query/llm_batch can only be called from the running execution' }); return }
+    void this.answer(frame, execId).then(reply, (err: unknown) => {
       this.log.warn({ err, sessionId: ctx.sessionId }, 'llm sub-call failed')
       reply({ error: err instanceof Error ? err.message : String(err) })
     })
@@ -71,13 +75,13 @@ export class SubCalls {
     return fresh
   }
 
-  private async answer(frame: LlmRequestFrame): Promise<{ text?: string; texts?: string[] }> {
+  private async answer(frame: LlmRequestFrame, execId: string): Promise<{ text?: string; texts?: string[] }> {
     if (!this.llm) throw new Error('no LLM is configured for this service (OPENAI_BASE_URL is not set)')
     const prompts = frame.prompts
     if (!Array.isArray(prompts) || prompts.length === 0 || !prompts.every((p) => typeof p === 'string')) throw new Error('llm_request needs a non-empty list of prompt strings')
     const tooLong = prompts.findIndex((p) => p.length > MAX_SUB_PROMPT_CHARS)
     if (tooLong >= 0) throw new Error(`prompt ${tooLong} has ${prompts[tooLong]!.length} characters; the maximum is ${MAX_SUB_PROMPT_CHARS}`)
-    const acct = this.account(String(frame.exec_id ?? ''))
+    const acct = this.account(execId)
     const model = typeof frame.model === 'string' && frame.model ? frame.model : acct.defaultModel
     if (!this.isAllowedModel(model)) throw new Error(`model ${JSON.stringify(model)} is not on this service's allowlist`)
     const b = acct.budget
@@ -93,18 +97,28 @@ export class SubCalls {
 
   private async one(acct: SubCallAccount, model: string, prompt: string): Promise<string> {
     const release = await acct.slot()
+    // Tokens are reserved before the call (the prompt's estimate plus the most the reply may use),
+    // so calls running side by side cannot together overshoot the budget; the real use replaces it.
+    let reserved = 0
     try {
+      const need = estimateTokens(prompt.length)
       const left = acct.budget.max_tokens - acct.tokens
-      if (left <= 0) throw new Error(`LLM token budget exhausted: ${acct.tokens} of ${acct.budget.max_tokens} tokens used in this turn`)
+      if (need >= left) throw new Error(`LLM token budget exhausted: this prompt needs about ${need} tokens and ${Math.max(0, left)} of ${acct.budget.max_tokens} are left in this turn`)
+      const maxTokens = Math.max(1, Math.min(SUB_CALL_MAX_TOKENS, left - need))
+      reserved = need + maxTokens
+      acct.tokens += reserved
       const { text, usage } = await this.llm!.complete([{ role: 'user', content: prompt }], {
-        model, signal: acct.signal, idleTimeoutMs: acct.budget.timeout_s * 1000, maxTokens: Math.max(1, Math.min(SUB_CALL_MAX_TOKENS, left)),
+        model, signal: acct.signal, idleTimeoutMs: acct.budget.timeout_s * 1000, maxTokens,
       })
-      acct.tokens += usage?.total_tokens ?? estimateTokens(prompt.length + text.length)
+      acct.tokens += (usage?.total_tokens ?? estimateTokens(prompt.length + text.length)) - reserved
+      reserved = 0
       return text
     } catch (err) {
       if (err instanceof LlmError && err.kind === 'timeout') throw new Error(`the model did not answer within ${acct.budget.timeout_s} s (the per-call timeout)`)
       throw err
     } finally {
+      // A failed call is charged what its prompt was estimated to cost.
+      if (reserved) acct.tokens -= reserved - estimateTokens(prompt.length)
       release()
     }
   }

@@ -63,10 +63,15 @@ export class Turn {
   private readonly ac = new AbortController()
   private cancelReason: string | null = null
   private runningStep: { eid: string; ended: boolean } | null = null
-  private readonly startedAt = Date.now()
+  /** When it began running (a turn waiting behind another is not on the clock yet). */
+  private startedAt = Date.now()
   private firstStepStarted = false
+  /** llm_query/llm_batch budget of the whole turn, shared by all its steps. */
+  private readonly account: SubCallAccount
 
-  constructor(private readonly p: TurnParams, private readonly deps: TurnDeps, private readonly announcedQueued: boolean) {}
+  constructor(private readonly p: TurnParams, private readonly deps: TurnDeps, private readonly announcedQueued: boolean) {
+    this.account = new SubCallAccount(p.budget, p.model, this.ac.signal)
+  }
 
   get sessionId(): string { return this.p.sid }
   /** Whether its first step has started (a turn still waiting behind another is not interrupted). */
@@ -86,6 +91,7 @@ export class Turn {
 
   /** Runs the turn to its end. Never throws; writes exactly one `done`. */
   async run(): Promise<void> {
+    this.startedAt = Date.now()
     const p = this.p
     const log = this.deps.log.child({ sessionId: p.sid, turnId: p.turnId })
     let status: DoneStatusT = 'error'
@@ -185,7 +191,7 @@ export class Turn {
       this.runningStep = state
       pumped = this.pump(live, n, eid, messages.slice(), model.signal, state, () => { poisoned = true })
     }
-    subCalls.register(eid, new SubCallAccount(p.budget, p.model, this.ac.signal))
+    subCalls.register(eid, this.account)
     try {
       await sessions.enqueue(live, ex)
       const mirrored = await this.mirror(n, eid, () => poisoned)
@@ -213,16 +219,23 @@ export class Turn {
     // the output it causes. Deltas that arrive while a log write is in flight are sent together.
     let buffered = ''
     let flushing: Promise<void> | null = null
+    let flushError: unknown = null
     const flush = async () => {
-      while (buffered && !state.ended) {
-        const text = buffered
-        buffered = ''
-        await sessions.append(p.sid, eid, { type: 'code', delta: text, step: n })
-        if (!state.ended) client.streamChunk(eid, text)
+      try {
+        while (buffered && !state.ended) {
+          const text = buffered
+          buffered = ''
+          await sessions.append(p.sid, eid, { type: 'code', delta: text, step: n })
+          if (!state.ended) client.streamChunk(eid, text)
+        }
+      } catch (e) {
+        flushError = e
+      } finally {
+        flushing = null // in the same tick as the last check of `buffered`: no delta is left behind
       }
-      flushing = null
     }
     const emit = (text: string) => {
+      if (flushError) throw flushError // the log cannot take code: stop the reply here
       if (!text) return
       code += text
       buffered += text
@@ -242,6 +255,7 @@ export class Turn {
       }
       emit(filter.end())
       await flushing
+      if (flushError) throw flushError
     } catch (err) {
       await flushing
       if (!state.ended) {

@@ -31,11 +31,20 @@ export interface SessionServiceDeps {
   onLlmRequest?: (ctx: LlmRequestContext, frame: LlmRequestFrame) => void
   /** An interrupt found no execution running (e.g. an LLM turn between two steps): true when it ended something. */
   onIdleInterrupt?: (sessionId: string) => boolean
+  /** Whether this instance is running an LLM turn (which writes its own done). */
+  isTurnRunning?: (turnId: string) => boolean
   /** The model an execution's llm_query/llm_batch use when the code names none (for llm_call events). */
   llmModelFor?: (execId: string) => string
 }
 
-export interface LlmRequestContext { sessionId: string; tenant: string; client: ReplClient; append: (execId: string, event: EventPayload) => Promise<string> }
+export interface LlmRequestContext {
+  sessionId: string
+  tenant: string
+  client: ReplClient
+  append: (execId: string, event: EventPayload) => Promise<string>
+  /** The execution the session is running now (sandbox frames name one, but could lie). */
+  runningExecId: () => string | undefined
+}
 
 export class SessionService {
   private readonly live = new Map<string, LiveSession>()
@@ -298,7 +307,7 @@ export class SessionService {
     const live: LiveSession = { id: rec.id, tenant: rec.tenant, containerId: handle.containerId, client, queue: [], running: null, reserved: 0, attached: true, stopping: false, idleTimeoutS: rec.idle_timeout_s, outputBytes: rec.limits.output_bytes ?? this.config.MAX_STREAM_BYTES }
     this.live.set(rec.id, live)
     const onLlm = this.deps.onLlmRequest
-    if (onLlm) client.onLlmRequest((f) => onLlm({ sessionId: rec.id, tenant: rec.tenant, client, append: (eid, e) => this.append(rec.id, eid, e) }, f))
+    if (onLlm) client.onLlmRequest((f) => onLlm({ sessionId: rec.id, tenant: rec.tenant, client, append: (eid, e) => this.append(rec.id, eid, e), runningExecId: () => live.running?.id }, f))
     const onGone = async () => {
       if (live.stopping || this.closing || !live.attached) return
       let exit: Awaited<ReturnType<DockerSandboxDriver['inspectExit']>>
@@ -364,7 +373,12 @@ export class SessionService {
   private async adoptRunning(rec: SessionRecord): Promise<LiveSession> {
     await this.claimLease(rec)
     const state = rec.container_id ? await this.driver.inspectExit(rec.container_id) : { running: false, oomKilled: false, exitCode: null }
-    const unfinished = await this.unfinishedExecutions(rec)
+    const all = await this.unfinishedExecutions(rec)
+    // An LLM turn lives only in the process that ran it: if that is not this one, nobody will end it.
+    for (const turn of all.filter((x) => x.kind === 'turn' && !this.deps.isTurnRunning?.(x.id))) {
+      await this.endOrphaned(rec, turn, 'killed', 'the API instance running this LLM turn stopped; send the message again')
+    }
+    const unfinished = all.filter((x) => x.kind !== 'turn')
     if (!state.running) {
       await this.markDead(rec.id)
       for (const ex of unfinished) await this.endOrphaned(rec, ex, state.oomKilled ? 'oom' : 'killed', 'the sandbox stopped while no API instance was attached')
@@ -380,7 +394,7 @@ export class SessionService {
       await this.store.addInstanceSession(this.config.instanceId, rec.id)
       if (running) await this.resumeRunning(rec, live, running, early)
       for (const ex of unfinished.filter((x) => x.status === 'queued').reverse()) {
-        const pending = newPendingExecution(ex.id, ex.code ?? '', ex.timeout_ms ?? this.config.EXEC_TIMEOUT_S * 1000, ex.kind ?? 'execute')
+        const pending = newPendingExecution(ex.id, ex.code ?? '', ex.timeout_ms ?? this.config.EXEC_TIMEOUT_S * 1000, ex.kind === 'stream' ? 'stream' : 'execute')
         if (pending.kind === 'stream') { await this.endOrphaned(rec, ex, 'killed', 'the API instance that was streaming this code stopped'); continue }
         live.queue.push(pending)
       }
@@ -403,11 +417,11 @@ export class SessionService {
   /**
    * Picks up an execution that kept running while no instance was attached: the frames it wrote
    * meanwhile are read back from the container's log (deduplicated by the REPL's seq), then live
-   * frames continue. A streamed (LLM) execution is told its code has ended.
+   * frames continue. A streamed (LLM) step is interrupted: the turn that fed it is gone.
    */
   private async resumeRunning(rec: SessionRecord, live: LiveSession, rx: ExecutionRecord, early: ReplFrame[]): Promise<void> {
     const started = rx.started_at ?? rx.created_at
-    const ex = newPendingExecution(rx.id, rx.code ?? '', rx.timeout_ms ?? this.config.EXEC_TIMEOUT_S * 1000, rx.kind ?? 'execute')
+    const ex = newPendingExecution(rx.id, rx.code ?? '', rx.timeout_ms ?? this.config.EXEC_TIMEOUT_S * 1000, rx.kind === 'stream' ? 'stream' : 'execute')
     ex.startedAt = started
     ex.announcedRunning = true
     live.running = ex
@@ -424,9 +438,13 @@ export class SessionService {
     for (const f of early) replay(f)
     if (!ex.ended) {
       live.client.track(rx.id, (f) => replay(f))
-      if (ex.kind === 'stream') live.client.streamEnd(rx.id)
-      const left = Math.max(0, started + ex.timeoutMs - Date.now())
-      ex.timers.push(unrefTimer(left, () => this.runner.interruptRunning(live, ex, 'timeout')))
+      if (ex.kind === 'stream') {
+        // A step of an LLM turn whose instance is gone: nobody streams the rest, so it stops here.
+        this.runner.interruptRunning(live, ex, 'interrupted')
+      } else {
+        const left = Math.max(0, started + ex.timeoutMs - Date.now())
+        ex.timers.push(unrefTimer(left, () => this.runner.interruptRunning(live, ex, 'timeout')))
+      }
     }
   }
 

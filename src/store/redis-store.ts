@@ -30,7 +30,8 @@ export interface ExecutionRecord {
   duration_ms: number | null
   execution_count: number | null
   /** What is needed to run it again after an API restart while it waited in the queue. */
-  kind?: 'execute' | 'stream'
+  /** execute: code; stream: code streamed in (an LLM step); turn: an LLM turn, driven by its instance only. */
+  kind?: 'execute' | 'stream' | 'turn'
   code?: string
   timeout_ms?: number
 }
