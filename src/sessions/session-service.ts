@@ -8,33 +8,24 @@ import type { CreateSessionBodyT, DoneStatusT, ExecutionT, SessionT } from '../s
 import type { DockerSandboxDriver, SandboxHandle } from '../sandbox/docker-driver.js'
 import { parseFrame, ReplClient } from '../repl/repl-client.js'
 import type { LlmRequestFrame, ReplFrame } from '../repl/protocol.js'
-import type { EventFeed } from '../store/event-feed.js'
 import type { ExecutionRecord, LoggedEvent, RedisStore, SessionRecord } from '../store/redis-store.js'
 import { newId } from './ids.js'
 import { checkCeilings } from '../tenants.js'
 import { resolveSessionLimits } from './session-limits.js'
 import { toExecution, toSession } from './views.js'
 import { newPendingExecution, unrefTimer, type EventPayload, type PendingExecution } from './execution.js'
-import { ExecutionRunner, type LiveSession } from './execution-runner.js'
-import type { Metrics } from './metrics.js'
+import { ExecutionRunner, type LiveSession, type RunnerDeps } from './execution-runner.js'
 
 
 
-export interface SessionServiceDeps {
-  config: Config
-  store: RedisStore
-  feed: EventFeed
-  driver: DockerSandboxDriver
-  log: Logger
-  metrics: Metrics
+/** The runner's dependencies, plus the agent module's hooks. */
+export interface SessionServiceDeps extends RunnerDeps {
   /** Answers llm_query/llm_batch calls made by sandbox code (the agent module); absent = they fail with a clear error. */
   onLlmRequest?: (ctx: LlmRequestContext, frame: LlmRequestFrame) => void
   /** An interrupt found no execution running (e.g. an LLM turn between two steps): true when it ended something. */
   onIdleInterrupt?: (sessionId: string) => boolean
   /** Whether this instance is running an LLM turn (which writes its own done). */
   isTurnRunning?: (turnId: string) => boolean
-  /** The model an execution's llm_query/llm_batch use when the code names none (for llm_call events). */
-  llmModelFor?: (execId: string) => string
 }
 
 export interface LlmRequestContext {
@@ -213,29 +204,44 @@ export class SessionService {
   async restart(tenant: string, id: string): Promise<SessionT> {
     const rec = await this.record(tenant, id)
     if (!rec.container_id) throw new AppError('session_dead', 'the session has no sandbox')
-    let live = this.live.get(id)
-    if (live) {
-      live.stopping = true
-      await this.runner.endAll(live, 'killed')
-      live.client.close()
-      this.detach(live)
+    // Requests that need the session meanwhile wait for the restarted one instead of adopting the old.
+    const restarted = this.restartLive(rec)
+    this.adopting.set(id, restarted)
+    try {
+      await restarted
+    } finally {
+      if (this.adopting.get(id) === restarted) this.adopting.delete(id)
+    }
+    this.log.info({ sessionId: id, tenant }, 'session restarted')
+    return this.get(tenant, id)
+  }
+
+  private async restartLive(rec: SessionRecord): Promise<LiveSession> {
+    const id = rec.id
+    const old = this.live.get(id)
+    if (old) {
+      old.stopping = true
+      await this.runner.endAll(old, 'killed')
+      old.client.close()
+      this.detach(old)
     } else {
       await this.claimLease(rec)
     }
     await this.store.updateSession(id, { status: 'starting' })
+    let live: LiveSession | null = null
     try {
       const handle = await this.driver.restart(rec.container_id, id)
       live = this.attachLive(rec, handle, false)
       await live.client.ready
     } catch (err) {
+      if (live) { live.stopping = true; live.client.close(); this.detach(live) }
       await this.markDead(id)
       throw new AppError('sandbox_failed', 'the sandbox could not be restarted', { cause: err })
     }
     await this.store.addInstanceSession(this.config.instanceId, id)
     await this.store.updateSession(id, { status: 'ready', execution_count: 0, last_active_at: Date.now() })
     await this.store.setDeadline(id, Date.now() + rec.idle_timeout_s * 1000)
-    this.log.info({ sessionId: id, tenant }, 'session restarted')
-    return this.get(tenant, id)
+    return live
   }
 
   // ---------- executions ----------
