@@ -52,7 +52,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   let sessions: SessionService | null = null
   const metrics = createMetrics(() => sessions?.localSessionCount() ?? 0)
   let llm: LlmService | null = null
-  sessions = new SessionService({ config, store, feed, driver, log: log.child({ component: 'sessions' }), metrics, onLlmRequest: (ctx, frame) => llm!.onLlmRequest(ctx, frame), onIdleInterrupt: (sid) => llm!.cancelSession(sid), llmModelFor: (eid) => llm!.modelFor(eid), isTurnRunning: (eid) => llm!.hasTurn(eid) })
+  sessions = new SessionService({ config, store, feed, driver, log: log.child({ component: 'sessions' }), metrics, onLlmRequest: (ctx, frame) => llm!.onLlmRequest(ctx, frame), onIdleInterrupt: (sid) => llm!.cancelSession(sid), llmModelFor: (eid) => llm!.modelFor(eid), isTurnRunning: (eid) => llm!.hasTurn(eid), onExecutionEnd: (eid) => llm!.executionEnded(eid) })
   llm = new LlmService({ config, sessions, store, log: log.child({ component: 'agent' }) })
   const streams = new SseStreams()
 

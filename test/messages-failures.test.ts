@@ -40,6 +40,22 @@ t.test('model failures', async (t) => {
   const h = await startApp(t, { OPENAI_BASE_URL: llm.baseURL })
   const sid = await createSession(h.url)
 
+  t.test('a plain execution\'s llm_query is abandoned at the model when the execution ends', async (t) => {
+    const never = gate()
+    t.teardown(never.open)
+    let abandon!: () => void
+    const abandoned = new Promise<void>((r) => { abandon = r })
+    llm.script(async (_req, res) => {
+      res.raw.on('close', () => abandon())
+      await never.promise
+    })
+    const r = await executeSse(h.url, sid, 'llm_query("hold on")', { timeout_s: 1 })
+    t.equal(r.events.at(-1)?.data.status, 'timeout')
+    const closed = await Promise.race([abandoned.then(() => true), new Promise<boolean>((res) => setTimeout(() => res(false), 10_000).unref())])
+    t.ok(closed, 'the request to the model was closed')
+    await stillUsable(t, h.url, sid)
+  })
+
   t.test('an HTTP error from the model', async (t) => {
     llm.script((_req, res) => res.fail(500, 'upstream exploded'))
     const r = await postMessage(h.url, sid, { content: 'x' })

@@ -47,6 +47,9 @@ export class LlmService {
 
   get configured(): boolean { return this.llm !== null }
 
+  /** An execution ended: sub-calls it started are abandoned. */
+  readonly executionEnded = (execId: string): void => this.subCalls.executionEnded(execId)
+
   /** The model sandbox code of `execId` reaches when it names none. */
   readonly modelFor = (execId: string): string => this.subCalls.modelFor(execId)
 

@@ -37,7 +37,7 @@ const PLAIN_EXEC_ACCOUNTS_MAX = 1000
 export class SubCalls {
   private readonly accounts = new Map<string, SubCallAccount>()
   /** Accounts of plain executions (no turn), created on first use, oldest dropped first. */
-  private readonly plain = new Map<string, SubCallAccount>()
+  private readonly plain = new Map<string, { account: SubCallAccount; ac: AbortController }>()
 
   constructor(
     private readonly llm: LlmClient | null,
@@ -51,7 +51,7 @@ export class SubCalls {
   unregister(execId: string): void { this.accounts.delete(execId) }
 
   /** The model a sub-call of `execId` that names none goes to (for its llm_call event). */
-  modelFor(execId: string): string { return (this.accounts.get(execId) ?? this.plain.get(execId))?.defaultModel ?? this.defaultModel }
+  modelFor(execId: string): string { return (this.accounts.get(execId) ?? this.plain.get(execId)?.account)?.defaultModel ?? this.defaultModel }
 
   /** The SessionService's onLlmRequest hook. Never throws; always answers the frame. */
   handle(ctx: LlmRequestContext, frame: LlmRequestFrame): void {
@@ -67,13 +67,23 @@ export class SubCalls {
   }
 
   private account(execId: string): SubCallAccount {
-    const a = this.accounts.get(execId) ?? this.plain.get(execId)
+    const a = this.accounts.get(execId) ?? this.plain.get(execId)?.account
     if (a) return a
-    const fresh = new SubCallAccount(DEFAULT_SUB_CALL_BUDGET, this.defaultModel, new AbortController().signal)
-    this.plain.set(execId, fresh)
-    if (this.plain.size > PLAIN_EXEC_ACCOUNTS_MAX) this.plain.delete(this.plain.keys().next().value!)
+    const ac = new AbortController()
+    const fresh = new SubCallAccount(DEFAULT_SUB_CALL_BUDGET, this.defaultModel, ac.signal)
+    this.plain.set(execId, { account: fresh, ac })
+    if (this.plain.size > PLAIN_EXEC_ACCOUNTS_MAX) this.executionEnded(this.plain.keys().next().value!)
     return fresh
   }
+
+  /** A plain execution ended: its sub-calls still in flight are abandoned (nobody waits for them). */
+  executionEnded(execId: string): void {
+    const p = this.plain.get(execId)
+    if (!p) return
+    p.ac.abort()
+    this.plain.delete(execId)
+  }
+
 
   private async answer(frame: LlmRequestFrame, execId: string): Promise<{ text?: string; texts?: string[] }> {
     if (!this.llm) throw new Error('no LLM is configured for this service (OPENAI_BASE_URL is not set)')

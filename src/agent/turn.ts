@@ -189,6 +189,8 @@ export class Turn {
     })
     ex.onStart = () => {
       this.runningStep = state
+      // Cancelled while the step waited in the queue: end it empty, without asking the model.
+      if (this.cancelReason) { live.client.streamEnd(eid); return }
       pumped = this.pump(live, n, eid, messages.slice(), model.signal, state, () => { poisoned = true })
     }
     subCalls.register(eid, this.account)

@@ -45,6 +45,8 @@ export interface RunnerDeps {
   metrics: Metrics
   /** The model an execution's llm_query/llm_batch use when the code names none (for llm_call events). */
   llmModelFor?: (execId: string) => string
+  /** Called once when an execution has ended (its `done` is written). */
+  onExecutionEnd?: (execId: string) => void
 }
 
 export class ExecutionRunner {
@@ -179,6 +181,7 @@ export class ExecutionRunner {
     }
     this.deps.metrics.executions.inc({ status })
     this.deps.metrics.executionSeconds.observe(duration / 1000)
+    this.deps.onExecutionEnd?.(ex.id)
     ex.onDone?.(status)
     if (alive) this.runNext(live)
   }
