@@ -12,23 +12,12 @@ export interface ReplFrame {
   [k: string]: unknown
 }
 
-/** The frames that belong to an execution and end up in its event log. */
-export const EXECUTION_FRAME_TYPES = new Set(['status', 'stream', 'result', 'display', 'error', 'llm_request', 'final', 'limit', 'done'])
-
 export interface LlmRequestFrame extends ReplFrame {
   type: 'llm_request'
   id: string
   exec_id: string
   prompts: string[]
   model?: string | null
-}
-
-export interface DoneFrame extends ReplFrame {
-  type: 'done'
-  exec_id: string
-  status: 'ok' | 'error' | 'interrupted'
-  execution_count: number
-  duration_ms: number
 }
 
 export function encodeFrame(type: string, fields: Record<string, unknown>): string {

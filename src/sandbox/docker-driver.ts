@@ -95,10 +95,6 @@ export class DockerSandboxDriver {
     await this.docker.ping()
   }
 
-  async imageExists(image: string): Promise<boolean> {
-    try { await this.docker.getImage(image).inspect(); return true } catch (err) { if (statusOf(err) === 404) return false; throw err }
-  }
-
   private async attachAndStart(container: Docker.Container, sessionId: string): Promise<SandboxHandle> {
     const transport = await this.attach(container, sessionId)
     const exited = this.watchExit(container, 'next-exit')

@@ -10,4 +10,3 @@ export function newId(prefix: 'ses' | 'exe'): string {
   return `${prefix}_${out}`
 }
 
-export const isId = (prefix: 'ses' | 'exe', s: string): boolean => new RegExp(`^${prefix}_[A-Za-z0-9]{20}$`).test(s)

@@ -154,11 +154,11 @@ export class RedisStore {
   }
 
   // ---- idle deadlines ----
-  /** Moves a session's deadline; `onlyLater` never brings it closer (concurrent touches). */
-  async setDeadline(id: string, deadlineMs: number, onlyLater = false): Promise<void> {
-    if (onlyLater) await this.redis.zadd(this.keys.deadlines(), 'XX', 'GT', deadlineMs, id)
-    else await this.redis.zadd(this.keys.deadlines(), 'XX', deadlineMs, id)
+  /** Moves an existing session's deadline. */
+  async setDeadline(id: string, deadlineMs: number): Promise<void> {
+    await this.redis.zadd(this.keys.deadlines(), 'XX', deadlineMs, id)
   }
+
 
   /** Execution start: session busy (its deadline after the execution's own limit), execution running, optionally its `running` status event. */
   async recordStart(sid: string, eid: string, startedAt: number, statusEvent: object | null, deadlineMs: number): Promise<void> {
