@@ -11,7 +11,7 @@ import * as schemas from './schemas.js'
 import { DockerSandboxDriver } from './sandbox/docker-driver.js'
 import { RedisStore } from './store/redis-store.js'
 import { EventFeed } from './store/event-feed.js'
-import { SessionService } from './sessions/session-service.js'
+import { createSessionLayer } from './sessions/index.js'
 import { createMetrics } from './sessions/metrics.js'
 import { authenticate } from './http/auth.js'
 import { frameworkErrorHandler, installProblemHandling } from './http/problem-handler.js'
@@ -22,7 +22,9 @@ import { sessionRoutes } from './http/routes/sessions.js'
 import { executionRoutes } from './http/routes/executions.js'
 import { opsRoutes } from './http/routes/ops.js'
 import { messageRoutes } from './http/routes/messages.js'
-import { LlmService } from './agent/llm-service.js'
+import { allowedModels, LlmService } from './agent/llm-service.js'
+import { OpenAiLlmClient } from './agent/llm-client.js'
+import { SubCalls } from './agent/sub-calls.js'
 import * as agentSchemas from './agent/schemas.js'
 
 export interface AppOptions {
@@ -49,11 +51,15 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   const store = new RedisStore(redis, config.REPLCAST_KEY_PREFIX, { eventMaxLen: config.EVENT_LOG_MAXLEN, eventTtlS: config.EVENT_LOG_TTL_S })
   const feed = new EventFeed(store, blocking, log.child({ component: 'event-feed' }))
   const driver = opts.driver ?? new DockerSandboxDriver(config.DOCKER_HOST, log.child({ component: 'docker' }))
-  let sessions: SessionService | null = null
-  const metrics = createMetrics(() => sessions?.localSessionCount() ?? 0)
-  let llm: LlmService | null = null
-  sessions = new SessionService({ config, store, feed, driver, log: log.child({ component: 'sessions' }), metrics, onLlmRequest: (ctx, frame) => llm!.onLlmRequest(ctx, frame), onIdleInterrupt: (sid) => llm!.cancelSession(sid), llmModelFor: (eid) => llm!.modelFor(eid), isTurnRunning: (eid) => llm!.hasTurn(eid), onExecutionEnd: (eid) => llm!.executionEnded(eid) })
-  llm = new LlmService({ config, sessions, store, log: log.child({ component: 'agent' }) })
+  const metrics = createMetrics()
+  // The agent's parts the sessions layer needs (answers to sandbox llm_query calls) come first;
+  // the agent's turns, which run code through the sessions layer, come after it.
+  const llmClient = config.OPENAI_BASE_URL ? new OpenAiLlmClient(config.OPENAI_BASE_URL, config.OPENAI_API_KEY, log.child({ component: 'openai' })) : null
+  const models = allowedModels(config)
+  const subCalls = new SubCalls(llmClient, models, config.REPLCAST_MODEL, log.child({ component: 'llm-subcalls' }))
+  const layer = createSessionLayer({ config, store, feed, driver, log: log.child({ component: 'sessions' }), metrics, llmRequests: subCalls })
+  const { sessions, executions } = layer
+  const llm = new LlmService({ config, executions, store, log: log.child({ component: 'agent' }), llm: llmClient, subCalls, allowedModels: models })
   const streams = new SseStreams()
 
   const app: FastifyInstance = Fastify({
@@ -97,21 +103,20 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     metrics.httpSeconds.observe({ method: req.method, route: req.routeOptions.url ?? 'unknown', status: String(reply.statusCode) }, reply.elapsedTime / 1000)
   })
 
-  await app.register(sessionRoutes, { sessions })
-  await app.register(executionRoutes, { sessions, streams, secret: () => store.sharedSecret() })
-  // LLM turns (agent module) register their routes here.
-  await app.register(messageRoutes, { sessions, streams, llm })
+  await app.register(sessionRoutes, { sessions, executions })
+  await app.register(executionRoutes, { executions, streams, secret: () => store.sharedSecret() })
+  await app.register(messageRoutes, { executions, streams, llm })
   await app.register(opsRoutes, { redis, driver, metrics, openapiYaml: () => app.swagger({ yaml: true }) })
 
   if (opts.background !== false) {
     app.addHook('onReady', async () => {
       feed.start()
-      await sessions.start()
+      await layer.start()
     })
   }
   app.addHook('preClose', async () => { await streams.closeAll() })
   app.addHook('onClose', async () => {
-    await sessions.close()
+    layer.close()
     await feed.stop()
     blocking.disconnect()
     if (!opts.redis) await redis.quit().catch(() => undefined)

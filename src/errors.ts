@@ -11,7 +11,6 @@ export const ERRORS = {
   not_found: { status: 404, title: 'No such resource' },
   session_not_found: { status: 404, title: 'No such session' },
   execution_not_found: { status: 404, title: 'No such execution' },
-  file_not_found: { status: 404, title: 'No such file' },
   not_acceptable: { status: 406, title: 'The requested media type cannot be produced' },
   session_dead: { status: 409, title: 'The session is dead' },
   queue_full: { status: 409, title: 'Too many executions are queued for this session' },

@@ -3,15 +3,9 @@
 // a stalled stream, malformed chunks, HTTP errors) into one error type with a clear message.
 import { OpenAI } from 'openai'
 import type { Logger } from 'pino'
+import { LlmError } from './errors.js'
 
 export type ChatMessage = { role: 'system' | 'user' | 'assistant'; content: string }
-
-export class LlmError extends Error {
-  constructor(message: string, readonly kind: 'http' | 'timeout' | 'aborted' | 'protocol' | 'connection', options?: { cause?: unknown }) {
-    super(message, options)
-    this.name = 'LlmError'
-  }
-}
 
 export interface Usage { prompt_tokens: number; completion_tokens: number; total_tokens: number }
 

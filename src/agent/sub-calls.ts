@@ -1,11 +1,12 @@
 // llm_query/llm_batch from sandbox code: the REPL sends llm_request frames, the host calls
 // the model within the budget of the turn (or plain execution) the frame belongs to, and
-// answers with llm_response. An exhausted budget answers {error}, which the sandbox raises
-// as LLMError with this message.
+// answers with llm_response. A refused or failed call answers {error}, which the sandbox
+// raises as LLMError with this message.
 import type { Logger } from 'pino'
 import type { LlmRequestFrame } from '../repl/protocol.js'
-import type { LlmRequestContext } from '../sessions/session-service.js'
-import { estimateTokens, LlmError, type LlmClient } from './llm-client.js'
+import type { LlmReply, LlmRequestContext, LlmRequestHandler } from '../sessions/index.js'
+import { AgentError, LlmError } from './errors.js'
+import { estimateTokens, type LlmClient } from './llm-client.js'
 import { DEFAULT_SUB_CALL_BUDGET, MAX_SUB_PROMPT_CHARS, SUB_CALL_MAX_TOKENS, type SubCallBudget } from './limits.js'
 
 /** The running totals of one turn's sub-calls. */
@@ -34,46 +35,34 @@ export class SubCallAccount {
 
 const PLAIN_EXEC_ACCOUNTS_MAX = 1000
 
-export class SubCalls {
+export class SubCalls implements LlmRequestHandler {
+  /** Accounts of LLM turns, by the turn's log id (every step of a turn shares it). */
   private readonly accounts = new Map<string, SubCallAccount>()
   /** Accounts of plain executions (no turn), created on first use, oldest dropped first. */
   private readonly plain = new Map<string, { account: SubCallAccount; ac: AbortController }>()
 
   constructor(
     private readonly llm: LlmClient | null,
-    private readonly isAllowedModel: (m: string) => boolean,
+    private readonly allowedModels: ReadonlySet<string>,
     private readonly defaultModel: string,
     private readonly log: Logger,
   ) {}
 
-  /** Routes sub-calls made by execution `execId` to `account` (a turn's step). */
-  register(execId: string, account: SubCallAccount): void { this.accounts.set(execId, account) }
-  unregister(execId: string): void { this.accounts.delete(execId) }
+  /** Routes sub-calls made by the steps of the turn whose log is `logId` to `account`. */
+  register(logId: string, account: SubCallAccount): void { this.accounts.set(logId, account) }
+  unregister(logId: string): void { this.accounts.delete(logId) }
 
-  /** The model a sub-call of `execId` that names none goes to (for its llm_call event). */
-  modelFor(execId: string): string { return (this.accounts.get(execId) ?? this.plain.get(execId)?.account)?.defaultModel ?? this.defaultModel }
+  modelFor(logId: string): string { return (this.accounts.get(logId) ?? this.plain.get(logId)?.account)?.defaultModel ?? this.defaultModel }
 
-  /** The SessionService's onLlmRequest hook. Never throws; always answers the frame. */
+  /** Never throws; always answers the frame. */
   handle(ctx: LlmRequestContext, frame: LlmRequestFrame): void {
-    const reply = (payload: { text?: string; texts?: string[]; error?: string }) => ctx.client.sendLlmResponse(String(frame.id), payload)
     // Charged to the execution the session is running, never to an id the sandbox code chose.
-    const running = ctx.runningExecId()
-    const execId = typeof frame.exec_id === 'string' && frame.exec_id === running ? running : null
-    if (!execId) { reply({ error: 'llm_query/llm_batch can only be called from the running execution' }); return }
-    void this.answer(frame, execId).then(reply, (err: unknown) => {
-      this.log.warn({ err, sessionId: ctx.sessionId }, 'llm sub-call failed')
-      reply({ error: err instanceof Error ? err.message : String(err) })
+    const running = ctx.running()
+    if (!running || frame.exec_id !== running.id) { ctx.reply({ error: 'llm_query/llm_batch can only be called from the running execution' }); return }
+    void this.answer(frame, running).then(ctx.reply, (err: unknown) => {
+      if (!(err instanceof AgentError)) this.log.warn({ err, sessionId: ctx.sessionId }, 'llm sub-call failed')
+      ctx.reply({ error: err instanceof AgentError ? err.message : 'the model call failed (internal error)' })
     })
-  }
-
-  private account(execId: string): SubCallAccount {
-    const a = this.accounts.get(execId) ?? this.plain.get(execId)?.account
-    if (a) return a
-    const ac = new AbortController()
-    const fresh = new SubCallAccount(DEFAULT_SUB_CALL_BUDGET, this.defaultModel, ac.signal)
-    this.plain.set(execId, { account: fresh, ac })
-    if (this.plain.size > PLAIN_EXEC_ACCOUNTS_MAX) this.executionEnded(this.plain.keys().next().value!)
-    return fresh
   }
 
   /** A plain execution ended: its sub-calls still in flight are abandoned (nobody waits for them). */
@@ -84,22 +73,32 @@ export class SubCalls {
     this.plain.delete(execId)
   }
 
+  private account(running: { id: string; logId: string }): SubCallAccount {
+    const a = this.accounts.get(running.logId) ?? this.plain.get(running.id)?.account
+    if (a) return a
+    const ac = new AbortController()
+    const fresh = new SubCallAccount(DEFAULT_SUB_CALL_BUDGET, this.defaultModel, ac.signal)
+    this.plain.set(running.id, { account: fresh, ac })
+    if (this.plain.size > PLAIN_EXEC_ACCOUNTS_MAX) this.executionEnded(this.plain.keys().next().value!)
+    return fresh
+  }
 
-  private async answer(frame: LlmRequestFrame, execId: string): Promise<{ text?: string; texts?: string[] }> {
-    if (!this.llm) throw new Error('no LLM is configured for this service (OPENAI_BASE_URL is not set)')
+  /** Throws AgentError (budget_exhausted, bad_request, model_not_allowed, ...) or LlmError. */
+  private async answer(frame: LlmRequestFrame, running: { id: string; logId: string }): Promise<LlmReply> {
+    if (!this.llm) throw new AgentError('llm_not_configured', 'no LLM is configured for this service (OPENAI_BASE_URL is not set)')
     const prompts = frame.prompts
-    if (!Array.isArray(prompts) || prompts.length === 0 || !prompts.every((p) => typeof p === 'string')) throw new Error('llm_request needs a non-empty list of prompt strings')
+    if (!Array.isArray(prompts) || prompts.length === 0 || !prompts.every((p) => typeof p === 'string')) throw new AgentError('bad_request', 'llm_request needs a non-empty list of prompt strings')
     const tooLong = prompts.findIndex((p) => p.length > MAX_SUB_PROMPT_CHARS)
-    if (tooLong >= 0) throw new Error(`prompt ${tooLong} has ${prompts[tooLong]!.length} characters; the maximum is ${MAX_SUB_PROMPT_CHARS}`)
-    const acct = this.account(execId)
+    if (tooLong >= 0) throw new AgentError('bad_request', `prompt ${tooLong} has ${prompts[tooLong]!.length} characters; the maximum is ${MAX_SUB_PROMPT_CHARS}`)
+    const acct = this.account(running)
     const model = typeof frame.model === 'string' && frame.model ? frame.model : acct.defaultModel
-    if (!this.isAllowedModel(model)) throw new Error(`model ${JSON.stringify(model)} is not on this service's allowlist`)
+    if (!this.allowedModels.has(model)) throw new AgentError('model_not_allowed', `model ${JSON.stringify(model)} is not on this service's allowlist`)
     const b = acct.budget
-    if (acct.signal.aborted) throw new Error('the turn has ended')
+    if (acct.signal.aborted) throw new AgentError('turn_ended', 'the turn has ended')
     if (acct.calls + prompts.length > b.max_calls) {
-      throw new Error(`LLM call budget exhausted: this turn may send ${b.max_calls} prompts to the model; ${acct.calls} were sent and ${prompts.length} more were asked`)
+      throw new AgentError('budget_exhausted', `LLM call budget exhausted: this turn may send ${b.max_calls} prompts to the model; ${acct.calls} were sent and ${prompts.length} more were asked`)
     }
-    if (acct.tokens >= b.max_tokens) throw new Error(`LLM token budget exhausted: ${acct.tokens} of ${b.max_tokens} tokens used in this turn`)
+    if (acct.tokens >= b.max_tokens) throw new AgentError('budget_exhausted', `LLM token budget exhausted: ${acct.tokens} of ${b.max_tokens} tokens used in this turn`)
     acct.calls += prompts.length
     const texts = await Promise.all(prompts.map((p) => this.one(acct, model, p)))
     return texts.length === 1 ? { text: texts[0]!, texts } : { texts }
@@ -113,7 +112,7 @@ export class SubCalls {
     try {
       const need = estimateTokens(prompt.length)
       const left = acct.budget.max_tokens - acct.tokens
-      if (need >= left) throw new Error(`LLM token budget exhausted: this prompt needs about ${need} tokens and ${Math.max(0, left)} of ${acct.budget.max_tokens} are left in this turn`)
+      if (need >= left) throw new AgentError('budget_exhausted', `LLM token budget exhausted: this prompt needs about ${need} tokens and ${Math.max(0, left)} of ${acct.budget.max_tokens} are left in this turn`)
       const maxTokens = Math.max(1, Math.min(SUB_CALL_MAX_TOKENS, left - need))
       reserved = need + maxTokens
       acct.tokens += reserved
@@ -124,7 +123,7 @@ export class SubCalls {
       reserved = 0
       return text
     } catch (err) {
-      if (err instanceof LlmError && err.kind === 'timeout') throw new Error(`the model did not answer within ${acct.budget.timeout_s} s (the per-call timeout)`)
+      if (err instanceof LlmError && err.kind === 'timeout') throw new LlmError(`the model did not answer within ${acct.budget.timeout_s} s (the per-call timeout)`, 'timeout', { cause: err })
       throw err
     } finally {
       // A failed call is charged what its prompt was estimated to cost.

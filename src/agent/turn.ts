@@ -1,24 +1,23 @@
-// One LLM turn. A turn is an execution id of its own whose event log the client follows; its
-// work runs as one or more streamed REPL executions ("steps") in the session's queue. Each
-// step's model tokens are pumped into the REPL as they arrive (code events first, so they
-// precede the output they cause), and the step's log is mirrored into the turn's log in
-// order. Between steps the host decides: self-correct (stream mode), continue (agent mode)
-// or stop. The turn's log ends with exactly one `done`, whatever happens.
+// One LLM turn. A turn is an execution of its own (a DrivenLog) whose events the client follows;
+// its work runs as one or more streamed REPL executions ("steps") in the session's queue, each
+// writing its events straight into the turn's log. Each step's model tokens are pumped into the
+// REPL as they arrive (code events first, so they precede the output they cause). Between steps
+// the host decides: self-correct (stream mode), continue (agent mode) or stop. The turn's log
+// ends with exactly one `done`, whatever happens.
 import type { Logger } from 'pino'
+import { AppError } from '../errors.js'
 import type { DoneStatusT } from '../schemas.js'
-import type { RedisStore } from '../store/redis-store.js'
-import type { LiveSession, SessionService } from '../sessions/session-service.js'
-import { newPendingExecution, type EventPayload } from '../sessions/execution.js'
-import { newId } from '../sessions/ids.js'
+import type { DrivenLog, EventPayload, Executions, StreamedRun } from '../sessions/index.js'
 import { CodeFilter } from './code-filter.js'
-import { LlmError, type ChatMessage, type LlmClient } from './llm-client.js'
+import { CodeRelay } from './code-relay.js'
+import { AgentError, LlmError } from './errors.js'
+import type { ChatMessage, LlmClient } from './llm-client.js'
 import type { HistoryEntry, HistoryStore } from './history-store.js'
 import { AGENT_SYSTEM_PROMPT, STREAM_SYSTEM_PROMPT, agentTaskMessage, correctionMessage, historyMessages, stepMessage, type StepOutput } from './prompts.js'
 import { REPLY_MAX_TOKENS, type SubCallBudget } from './limits.js'
+import { StepCollector } from './step-collector.js'
 import { SubCallAccount, type SubCalls } from './sub-calls.js'
 
-/** Output kept per step for the model and the history (the model sees a truncated part of it). */
-const STEP_OUTPUT_KEEP_CHARS = 200_000
 const SET_VAR_TIMEOUT_MS = 60_000
 /** Ends a broken reply: `$` is not Python anywhere outside a string, so what precedes it cannot run as a statement. */
 const POISON_LINE = '\n$\n'
@@ -26,7 +25,6 @@ const POISON_LINE = '\n$\n'
 export interface TurnParams {
   tenant: string
   sid: string
-  turnId: string
   mode: 'stream' | 'agent'
   content: string
   context: unknown
@@ -42,8 +40,7 @@ export interface TurnParams {
 }
 
 export interface TurnDeps {
-  sessions: SessionService
-  store: RedisStore
+  executions: Executions
   history: HistoryStore
   llm: LlmClient
   subCalls: SubCalls
@@ -62,42 +59,47 @@ export class Turn {
   /** Aborts model calls and sub-calls; set when the turn ends or the service closes. */
   private readonly ac = new AbortController()
   private cancelReason: string | null = null
-  private runningStep: { eid: string; ended: boolean } | null = null
+  private runningStep: StreamedRun | null = null
   /** When it began running (a turn waiting behind another is not on the clock yet). */
   private startedAt = Date.now()
   private firstStepStarted = false
   /** llm_query/llm_batch budget of the whole turn, shared by all its steps. */
   private readonly account: SubCallAccount
 
-  constructor(private readonly p: TurnParams, private readonly deps: TurnDeps, private readonly announcedQueued: boolean) {
+  constructor(private readonly p: TurnParams, private readonly deps: TurnDeps, private readonly turnLog: DrivenLog) {
     this.account = new SubCallAccount(p.budget, p.model, this.ac.signal)
+    // An interrupt of the session between two steps ends the turn (a turn still waiting is left alone).
+    turnLog.onInterrupt(() => {
+      if (!this.firstStepStarted) return false
+      this.cancel('interrupted by the client')
+      return true
+    })
   }
 
-  get sessionId(): string { return this.p.sid }
-  /** Whether its first step has started (a turn still waiting behind another is not interrupted). */
-  get started(): boolean { return this.firstStepStarted }
+  get id(): string { return this.turnLog.id }
 
-  /** Ends the turn early (client gone, service closing): interrupts the running step. */
+  /** Ends the turn early (client gone, interrupt, service closing): interrupts the running step. */
   cancel(reason: string): void {
     if (this.cancelReason) return
     this.cancelReason = reason
-    if (this.runningStep && !this.runningStep.ended) void this.deps.sessions.interrupt(this.p.tenant, this.p.sid).catch(() => undefined)
+    if (this.runningStep && !this.runningStep.ended) this.runningStep.interrupt()
   }
 
   /** Aborts everything without waiting for the REPL (the service is closing). */
   abort(): void { this.cancel('the service is shutting down'); this.ac.abort() }
 
-  private appendTurn(e: EventPayload): Promise<string> { return this.deps.sessions.append(this.p.sid, this.p.turnId, e) }
+  private appendTurn(e: EventPayload): Promise<string> { return this.turnLog.append(e) }
 
   /** Runs the turn to its end. Never throws; writes exactly one `done`. */
   async run(): Promise<void> {
     this.startedAt = Date.now()
     const p = this.p
-    const log = this.deps.log.child({ sessionId: p.sid, turnId: p.turnId })
+    const log = this.deps.log.child({ sessionId: p.sid, turnId: this.id })
     let status: DoneStatusT = 'error'
     const code: string[] = []
     const outputs: string[] = []
     let final: string | undefined
+    this.deps.subCalls.register(this.id, this.account)
     try {
       const messages = await this.initialMessages()
       for (let n = 1; ; n++) {
@@ -109,35 +111,44 @@ export class Turn {
         if (r.output.output) outputs.push(r.output.output)
         if (r.final !== undefined) final = r.final
         if (r.llmError) { status = 'error'; break }
-        if (r.status === null) { status = 'killed'; break } // mirror aborted: the service is closing
+        if (r.status === null) { status = 'killed'; break } // the service is closing
         if (r.status !== 'ok' && r.status !== 'error') {
           if (this.cancelReason && r.status === 'interrupted') await this.appendTurn(cancelError(this.cancelReason))
           status = r.status
           break
         }
-        if (p.mode === 'stream') {
-          if (r.status === 'ok') { status = 'ok'; break }
-          if (n >= p.maxAttempts) { status = 'error'; break }
-          messages.push({ role: 'assistant', content: r.code || '# (no code)' }, { role: 'user', content: correctionMessage(r.output, n, p.maxAttempts, p.outputChars) })
-        } else {
-          if (final !== undefined) { status = 'ok'; break }
-          if (n >= p.maxSteps) {
-            await this.appendTurn({ type: 'error', ename: 'MaxStepsExceeded', evalue: `no FINAL answer after ${p.maxSteps} steps (max_steps)`, traceback: [] })
-            status = 'error'
-            break
-          }
-          messages.push({ role: 'assistant', content: r.code || '# (no code)' }, { role: 'user', content: stepMessage(r.output, n, p.maxSteps, p.outputChars) })
-        }
+        const next = this.next(n, r, final, messages)
+        if (next === 'continue') continue
+        if (next.error) await this.appendTurn(next.error)
+        status = next.status
+        break
       }
     } catch (err) {
       log.warn({ err }, 'turn failed')
-      const message = err instanceof Error && 'code' in err && typeof (err as { code: unknown }).code === 'string' ? err.message : 'the turn could not continue (internal error)'
+      // Only our own errors carry messages written for the client.
+      const message = err instanceof AppError || err instanceof AgentError ? err.message : 'the turn could not continue (internal error)'
       await this.appendTurn({ type: 'error', ename: 'ReplcastError', evalue: message, traceback: [] }).catch(() => undefined)
       status = 'error'
     } finally {
       this.ac.abort()
+      this.deps.subCalls.unregister(this.id)
     }
     await this.finish(status, code, outputs, final, log)
+  }
+
+  /** After a step that ended ok or with an error: 'continue' (the follow-up is pushed onto `messages`), or how the turn ends. */
+  private next(n: number, r: StepResult, final: string | undefined, messages: ChatMessage[]): 'continue' | { status: DoneStatusT; error?: EventPayload } {
+    const p = this.p
+    if (p.mode === 'stream') {
+      if (r.status === 'ok') return { status: 'ok' }
+      if (n >= p.maxAttempts) return { status: 'error' }
+      messages.push({ role: 'assistant', content: r.code || '# (no code)' }, { role: 'user', content: correctionMessage(r.output, n, p.maxAttempts, p.outputChars) })
+      return 'continue'
+    }
+    if (final !== undefined) return { status: 'ok' }
+    if (n >= p.maxSteps) return { status: 'error', error: { type: 'error', ename: 'MaxStepsExceeded', evalue: `no FINAL answer after ${p.maxSteps} steps (max_steps)`, traceback: [] } }
+    messages.push({ role: 'assistant', content: r.code || '# (no code)' }, { role: 'user', content: stepMessage(r.output, n, p.maxSteps, p.outputChars) })
+    return 'continue'
   }
 
   private async finish(status: DoneStatusT, code: string[], outputs: string[], final: string | undefined, log: Logger): Promise<void> {
@@ -145,16 +156,14 @@ export class Turn {
     const end = Date.now()
     const duration = end - this.startedAt
     try {
-      await this.appendTurn({ type: 'done', status, duration_ms: duration })
-      await this.deps.store.updateExecution(p.sid, p.turnId, { status, ended_at: end, duration_ms: duration, ...(this.firstStepStarted ? {} : { started_at: null }) })
-      await this.deps.store.expireExecution(p.sid, p.turnId)
+      await this.turnLog.finish(status, duration, this.firstStepStarted)
     } catch (err) {
       log.error({ err }, 'could not record the end of a turn')
     }
     const entries: HistoryEntry[] = [
-      { role: 'user', content: p.content, mode: p.mode, turn_id: p.turnId, created_at: this.startedAt, model: p.model },
+      { role: 'user', content: p.content, mode: p.mode, turn_id: this.id, created_at: this.startedAt, model: p.model },
       {
-        role: 'assistant', content: code.join('\n'), mode: p.mode, turn_id: p.turnId, created_at: end, status, model: p.model,
+        role: 'assistant', content: code.join('\n'), mode: p.mode, turn_id: this.id, created_at: end, status, model: p.model,
         ...(outputs.length ? { output: outputs.join('') } : {}), ...(final !== undefined ? { final } : {}),
       },
     ]
@@ -170,138 +179,85 @@ export class Turn {
     return mergeRoles([{ role: 'system', content: system }, ...historyMessages(past, p.includeOutputs, p.outputChars), { role: 'user', content: task }])
   }
 
-  /** Runs one streamed REPL execution fed by one model reply; returns once its log is mirrored. */
+  /** Runs one streamed REPL execution fed by one model reply; its events go straight into the turn's log. */
   private async step(n: number, messages: ChatMessage[], timeoutMs: number): Promise<StepResult> {
     const p = this.p
-    const { sessions, subCalls } = this.deps
-    // Looked up per step: a restart between steps replaces the session's live attachment.
-    const live = await sessions.liveSession(p.tenant, p.sid)
-    const eid = newId('exe')
-    const ex = newPendingExecution(eid, '', timeoutMs, 'stream')
-    const state = { eid, ended: false }
+    const collected = new StepCollector()
     const model = new AbortController()
     const abortModel = () => model.abort()
     this.ac.signal.addEventListener('abort', abortModel, { once: true })
-    let poisoned = false
     let pumped: Promise<{ code: string; llmError: LlmError | null }> = Promise.resolve({ code: '', llmError: null })
-    const done = new Promise<DoneStatusT>((resolve) => {
-      ex.onDone = (s) => { state.ended = true; model.abort(); resolve(s) }
-    })
-    ex.onStart = () => {
-      this.runningStep = state
-      // Cancelled while the step waited in the queue: end it empty, without asking the model.
-      if (this.cancelReason) { live.client.streamEnd(eid); return }
-      pumped = this.pump(live, n, eid, messages.slice(), model.signal, state, () => { poisoned = true })
-    }
-    subCalls.register(eid, this.account)
+    let run: StreamedRun | null = null
     try {
-      await sessions.enqueue(live, ex)
-      const mirrored = await this.mirror(n, eid, () => poisoned)
-      // The REPL's done can only come after the pump ended the stream (or an interrupt ended it first).
-      const status = mirrored.status ?? (this.ac.signal.aborted ? null : await done)
+      run = await this.deps.executions.runStreamed(p.tenant, p.sid, {
+        timeoutMs, log: this.turnLog, tag: { step: n },
+        observe: (e) => collected.take(e),
+        onStart: (started) => {
+          this.runningStep = started
+          // Cancelled while the step waited in the queue: end it empty, without asking the model.
+          if (this.cancelReason) { started.end(); return }
+          pumped = this.pump(started, n, messages.slice(), model.signal, collected)
+        },
+      })
+      // The step's end stops its model reply (an interrupt or timeout ends it while the model still writes).
+      void run.done.then(abortModel)
+      const status = await untilAborted(run.done, this.ac.signal)
       const { code, llmError } = await pumped
-      return { status, code, output: mirrored.output, final: mirrored.final, llmError }
+      return { status, code, output: collected.output, final: collected.final, llmError }
     } finally {
       this.ac.signal.removeEventListener('abort', abortModel)
       model.abort()
-      subCalls.unregister(eid)
-      if (this.runningStep === state) this.runningStep = null
+      if (this.runningStep === run) this.runningStep = null
     }
   }
 
   /** Streams one model reply into the REPL; ends the REPL stream in every case. */
-  private async pump(live: LiveSession, n: number, eid: string, messages: ChatMessage[], signal: AbortSignal, state: { ended: boolean }, markPoisoned: () => void): Promise<{ code: string; llmError: LlmError | null }> {
+  private async pump(run: StreamedRun, n: number, messages: ChatMessage[], signal: AbortSignal, collected: StepCollector): Promise<{ code: string; llmError: LlmError | null }> {
     const p = this.p
-    const { sessions, llm } = this.deps
-    const client = live.client
     const filter = new CodeFilter()
-    let code = ''
+    const relay = new CodeRelay(this.turnLog, run, n)
     let llmError: LlmError | null = null
-    // Code deltas are logged before they are sent to the REPL, so a code event always precedes
-    // the output it causes. Deltas that arrive while a log write is in flight are sent together.
-    let buffered = ''
-    let flushing: Promise<void> | null = null
-    let flushError: unknown = null
-    const flush = async () => {
-      try {
-        while (buffered && !state.ended) {
-          const text = buffered
-          buffered = ''
-          await sessions.append(p.sid, eid, { type: 'code', delta: text, step: n })
-          if (!state.ended) client.streamChunk(eid, text)
-        }
-      } catch (e) {
-        flushError = e
-      } finally {
-        flushing = null // in the same tick as the last check of `buffered`: no delta is left behind
-      }
-    }
-    const emit = (text: string) => {
-      if (flushError) throw flushError // the log cannot take code: stop the reply here
-      if (!text) return
-      code += text
-      buffered += text
-      flushing ??= flush()
-    }
     try {
       if (!this.firstStepStarted) {
         this.firstStepStarted = true
-        if (this.announcedQueued) await this.appendTurn({ type: 'status', state: 'running', execution_id: p.turnId })
-        await this.deps.store.updateExecution(p.sid, p.turnId, { status: 'running', started_at: Date.now() })
-        if (p.mode === 'agent' && p.context !== undefined) await client.request('set_var', { name: 'context', value: p.context }, SET_VAR_TIMEOUT_MS)
+        await this.turnLog.markRunning()
+        if (p.mode === 'agent' && p.context !== undefined) await run.setVariable('context', p.context, SET_VAR_TIMEOUT_MS)
       }
-      const reply = llm.streamReply(messages, { model: p.model, signal, idleTimeoutMs: p.modelTimeoutMs, maxTokens: REPLY_MAX_TOKENS })
+      const reply = this.deps.llm.streamReply(messages, { model: p.model, signal, idleTimeoutMs: p.modelTimeoutMs, maxTokens: REPLY_MAX_TOKENS })
       for await (const delta of reply.deltas) {
-        if (state.ended) break
-        emit(filter.push(delta))
+        if (run.ended) break
+        relay.push(filter.push(delta))
       }
-      emit(filter.end())
-      await flushing
-      if (flushError) throw flushError
+      relay.push(filter.end())
+      await relay.drain()
     } catch (err) {
-      await flushing
-      if (!state.ended) {
+      await relay.settle()
+      if (!run.ended) {
         llmError = err instanceof LlmError ? err : new LlmError(`the turn could not continue: ${err instanceof Error ? err.message : String(err)}`, 'protocol', { cause: err })
-        this.deps.log.info({ sessionId: p.sid, turnId: p.turnId, err: llmError.message }, 'model reply failed')
-        await sessions.append(p.sid, eid, { type: 'error', ename: 'LLMError', evalue: llmError.message, traceback: [], step: n }).catch(() => undefined)
+        this.deps.log.info({ sessionId: p.sid, turnId: this.id, err: llmError.message }, 'model reply failed')
+        await this.appendTurn({ type: 'error', ename: 'LLMError', evalue: llmError.message, traceback: [], step: n }).catch(() => undefined)
         // What the broken reply left unfinished must not run, but the complete statements before it
         // must: a line that can never compile follows it, so the REPL runs every complete statement
-        // and reports the unfinished rest as a SyntaxError, which the mirror leaves out.
-        markPoisoned()
-        if (!state.ended) client.streamChunk(eid, POISON_LINE)
+        // and reports the unfinished rest as a SyntaxError, which the collector leaves out.
+        collected.poisoned = true
+        run.write(POISON_LINE)
       }
     } finally {
-      client.streamEnd(eid)
+      run.end()
     }
-    if (filter.dropped.length) this.deps.log.debug({ turnId: p.turnId, dropped: filter.dropped }, 'non-code lines dropped from the model reply')
-    return { code, llmError }
+    if (filter.dropped.length) this.deps.log.debug({ turnId: this.id, dropped: filter.dropped }, 'non-code lines dropped from the model reply')
+    return { code: relay.code, llmError }
   }
+}
 
-  /** Copies a step's events (minus its status and done) into the turn's log, in order. */
-  private async mirror(n: number, eid: string, poisoned: () => boolean): Promise<{ status: DoneStatusT | null; output: StepOutput; final: string | undefined }> {
-    const output: StepOutput = { output: '', error: null }
-    let status: DoneStatusT | null = null
-    let final: string | undefined
-    const keep = (text: string) => {
-      if (output.output.length < STEP_OUTPUT_KEEP_CHARS) output.output += text.slice(0, STEP_OUTPUT_KEEP_CHARS - output.output.length)
-    }
-    await this.deps.sessions.follow(this.p.sid, eid, '', async (e) => {
-      const { id: _id, seq: _seq, ...payload } = e
-      switch (e.type) {
-        case 'status': return
-        case 'done': status = e.status as DoneStatusT; return
-        case 'stdout': case 'stderr': keep(String(e.text ?? '')); break
-        case 'result': keep(`${String((e.data as Record<string, unknown> | undefined)?.['text/plain'] ?? '')}\n`); break
-        case 'final': final = String(e.value ?? ''); break
-        case 'error':
-          if (poisoned() && e.ename === 'SyntaxError') return
-          if (e.ename !== 'LLMError') output.error = { ename: String(e.ename ?? 'Error'), evalue: String(e.evalue ?? ''), traceback: Array.isArray(e.traceback) ? e.traceback.map(String) : [] }
-          break
-      }
-      await this.appendTurn({ ...payload, step: n })
-    }, this.ac.signal)
-    return { status, output, final }
-  }
+/** Resolves with `p`'s value, or null as soon as `signal` aborts. */
+function untilAborted<T>(p: Promise<T>, signal: AbortSignal): Promise<T | null> {
+  if (signal.aborted) return Promise.resolve(null)
+  return new Promise<T | null>((resolve, reject) => {
+    const onAbort = () => resolve(null)
+    signal.addEventListener('abort', onAbort, { once: true })
+    p.then((v) => { signal.removeEventListener('abort', onAbort); resolve(v) }, (e: unknown) => { signal.removeEventListener('abort', onAbort); reject(e) })
+  })
 }
 
 /** Joins consecutive messages of one role: some chat templates insist that roles alternate. */

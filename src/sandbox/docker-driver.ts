@@ -17,7 +17,7 @@ export interface SandboxHandle {
   exited: Promise<SandboxExit>
 }
 
-export interface ManagedContainer { id: string; sessionId: string; running: boolean }
+export interface ManagedContainer { id: string; sessionId: string }
 
 const STDERR_LOG_LIMIT = 64 * 1024
 
@@ -83,7 +83,7 @@ export class DockerSandboxDriver {
 
   async listManaged(deployment: string): Promise<ManagedContainer[]> {
     const list = await this.docker.listContainers({ all: true, filters: { label: [`${LABEL.managed}=true`, `${LABEL.deployment}=${deployment}`] } })
-    return list.map((c) => ({ id: c.Id, sessionId: c.Labels[LABEL.session] ?? '', running: c.State === 'running' }))
+    return list.map((c) => ({ id: c.Id, sessionId: c.Labels[LABEL.session] ?? '' }))
   }
 
   async runtimes(): Promise<Set<string>> {

@@ -1,5 +1,5 @@
-// One execution's life on the instance running it: REPL frames become events in the
-// execution's log, in order; a timeout interrupts, then kills; exactly one `done` is written.
+// One execution as the runner holds it while it is queued or running on this instance, and the
+// mapping of REPL frames to the API events they become.
 import type { DoneStatusT } from '../schemas.js'
 import type { ReplFrame } from '../repl/protocol.js'
 
@@ -20,12 +20,23 @@ export function frameToEvent(f: ReplFrame, defaultModel: string): EventPayload |
   }
 }
 
+/** Where an execution's events go. */
+export interface EventTarget {
+  /** The log's execution id: the execution's own, or (an LLM turn's step) the turn's. */
+  logId: string
+  /** Fields added to every event (a step's number). */
+  tag: Record<string, unknown>
+  /** Sees each event before it is logged; false leaves it out of the log. */
+  observe?: (e: EventPayload) => boolean
+}
+
 export interface PendingExecution {
   id: string
   code: string
   timeoutMs: number
-  /** 'execute' runs `code`; 'stream' is driven by the agent through the REPL client. */
+  /** 'execute' runs `code`; 'stream' gets its code in pieces through a StreamedRun. */
   kind: 'execute' | 'stream'
+  target: EventTarget
   /** Set when the host decided the ending (timeout, kill); the REPL's own status is then overridden. */
   forcedStatus: DoneStatusT | null
   startedAt: number
@@ -42,9 +53,15 @@ export interface PendingExecution {
   onDone?: (status: DoneStatusT) => void
 }
 
-export function newPendingExecution(id: string, code: string, timeoutMs: number, kind: 'execute' | 'stream' = 'execute'): PendingExecution {
-  return { id, code, timeoutMs, kind, forcedStatus: null, startedAt: 0, announcedRunning: false, ended: false, timers: [], chain: Promise.resolve(), loggedBytes: { text: 0, rich: 0 }, droppedBytes: 0 }
+export function newPendingExecution(id: string, code: string, timeoutMs: number, kind: 'execute' | 'stream' = 'execute', target?: EventTarget): PendingExecution {
+  return {
+    id, code, timeoutMs, kind, target: target ?? { logId: id, tag: {} }, forcedStatus: null, startedAt: 0, announcedRunning: false,
+    ended: false, timers: [], chain: Promise.resolve(), loggedBytes: { text: 0, rich: 0 }, droppedBytes: 0,
+  }
 }
+
+/** Whether the execution writes its own log (status and done included), rather than into another's. */
+export const ownsLog = (ex: PendingExecution): boolean => ex.target.logId === ex.id
 
 /** A timer that never keeps the process alive. */
 export function unrefTimer(ms: number, fn: () => void): NodeJS.Timeout {

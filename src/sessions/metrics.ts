@@ -1,12 +1,13 @@
 // Prometheus metrics of one app instance (its own registry, so tests can build many apps).
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
 
-export function createMetrics(liveSessions: () => number) {
+export function createMetrics() {
   const registry = new Registry()
   collectDefaultMetrics({ register: registry })
   return {
     registry,
-    sessions: new Gauge({ name: 'replcast_sessions_attached', help: 'Sessions attached to this instance', registers: [registry], collect() { this.set(liveSessions()) } }),
+    /** Set by the session registry. */
+    sessionsAttached: new Gauge({ name: 'replcast_sessions_attached', help: 'Sessions attached to this instance', registers: [registry] }),
     sessionCreateSeconds: new Histogram({ name: 'replcast_session_create_seconds', help: 'Time to create a session until its REPL is ready', registers: [registry], buckets: [0.1, 0.25, 0.5, 1, 2, 5, 10, 30] }),
     sessionsReaped: new Counter({ name: 'replcast_sessions_reaped_total', help: 'Idle sessions reaped by this instance', registers: [registry] }),
     executionsQueued: new Counter({ name: 'replcast_executions_submitted_total', help: 'Executions accepted', registers: [registry] }),

@@ -170,13 +170,14 @@ export class RedisStore {
   }
 
   /**
-   * Execution end, in one round trip: the `done` event, the execution record (and its expiry), the
-   * tenant's running slot, and (when `session` is given) the session's status and idle deadline.
+   * Execution end, in one round trip: the `done` event (null: the execution logs into another's log,
+   * which ends it itself), the execution record (and its expiry), the tenant's running slot, and
+   * (when `session` is given) the session's status and idle deadline.
    */
-  async recordEnd(sid: string, eid: string, tenant: string, done: object, fields: Partial<ExecutionRecord>, session: { fields: Partial<SessionRecord>; deadlineMs: number } | null): Promise<void> {
+  async recordEnd(sid: string, eid: string, tenant: string, done: object | null, fields: Partial<ExecutionRecord>, session: { fields: Partial<SessionRecord>; deadlineMs: number } | null): Promise<void> {
     const m = this.redis.multi()
-      .xadd(this.keys.events(sid, eid), 'MAXLEN', '~', this.opts.eventMaxLen, '*', 'e', JSON.stringify(done))
-      .hset(this.keys.execution(sid, eid), toHash(fields))
+    if (done) m.xadd(this.keys.events(sid, eid), 'MAXLEN', '~', this.opts.eventMaxLen, '*', 'e', JSON.stringify(done))
+    m.hset(this.keys.execution(sid, eid), toHash(fields))
       .expire(this.keys.execution(sid, eid), this.opts.eventTtlS)
       .expire(this.keys.events(sid, eid), this.opts.eventTtlS)
       .zrem(this.keys.tenantRunning(tenant), eid)
@@ -245,14 +246,14 @@ export class RedisStore {
   }
 
   // ---- executions and their event logs ----
-  /** Records a new execution and, in the same round trip, its first event (the `status` one). */
-  async createExecution(rec: ExecutionRecord, firstEvent: object, keepPerSession = 100): Promise<void> {
-    await this.redis.multi()
+  /** Records a new execution and, in the same round trip, its first event (the `status` one; null: it logs elsewhere). */
+  async createExecution(rec: ExecutionRecord, firstEvent: object | null, keepPerSession = 100): Promise<void> {
+    const m = this.redis.multi()
       .hset(this.keys.execution(rec.session_id, rec.id), toHash(rec))
       .lpush(this.keys.sessionExecutions(rec.session_id), rec.id)
       .ltrim(this.keys.sessionExecutions(rec.session_id), 0, keepPerSession - 1)
-      .xadd(this.keys.events(rec.session_id, rec.id), 'MAXLEN', '~', this.opts.eventMaxLen, '*', 'e', JSON.stringify(firstEvent))
-      .exec()
+    if (firstEvent) m.xadd(this.keys.events(rec.session_id, rec.id), 'MAXLEN', '~', this.opts.eventMaxLen, '*', 'e', JSON.stringify(firstEvent))
+    await m.exec()
   }
 
   async updateExecution(sid: string, eid: string, fields: Partial<ExecutionRecord>): Promise<void> {
@@ -268,14 +269,6 @@ export class RedisStore {
   async appendEvent(sid: string, eid: string, event: { type: string; [k: string]: unknown }): Promise<string> {
     const id = await this.redis.xadd(this.keys.events(sid, eid), 'MAXLEN', '~', this.opts.eventMaxLen, '*', 'e', JSON.stringify(event))
     return id as string
-  }
-
-  /** Starts the expiry clock of an ended execution's record and events. */
-  async expireExecution(sid: string, eid: string): Promise<void> {
-    await this.redis.multi()
-      .expire(this.keys.execution(sid, eid), this.opts.eventTtlS)
-      .expire(this.keys.events(sid, eid), this.opts.eventTtlS)
-      .exec()
   }
 
   /** The REPL seq of the newest event that carries one (-1: none). */

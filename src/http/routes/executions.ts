@@ -4,7 +4,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import { AppError } from '../../errors.js'
 import { ExecuteBody, Execution } from '../../schemas.js'
-import type { SessionService } from '../../sessions/session-service.js'
+import type { Executions } from '../../sessions/index.js'
 import type { SseStreams } from '../sse.js'
 import { replyWithExecution } from '../execution-reply.js'
 import { mintStreamToken, STREAM_TOKEN_TTL_S } from '../stream-token.js'
@@ -19,7 +19,7 @@ function isStreamId(s: string): boolean {
   return !!m && BigInt(m[1]!) <= UINT64_MAX && BigInt(m[2]!) <= UINT64_MAX
 }
 
-export async function executionRoutes(app: FastifyInstance, { sessions, streams, secret }: { sessions: SessionService; streams: SseStreams; secret: () => Promise<string> }): Promise<void> {
+export async function executionRoutes(app: FastifyInstance, { executions, streams, secret }: { executions: Executions; streams: SseStreams; secret: () => Promise<string> }): Promise<void> {
   const r = app.withTypeProvider<TypeBoxTypeProvider>()
   const tags = ['executions']
   const security = [{ bearer: [] }]
@@ -39,8 +39,8 @@ export async function executionRoutes(app: FastifyInstance, { sessions, streams,
     },
   }, async (req, reply) => {
     const sid = req.params.id
-    const eid = await sessions.submit(req.tenant, sid, req.body.code, req.body.timeout_s)
-    return replyWithExecution(req, reply, { sessions, streams }, req.tenant, sid, eid)
+    const eid = await executions.submit(req.tenant, sid, req.body.code, req.body.timeout_s)
+    return replyWithExecution(req, reply, { executions, streams }, req.tenant, sid, eid)
   })
 
   r.get('/v1/sessions/:id/executions/:eid', {
@@ -48,7 +48,7 @@ export async function executionRoutes(app: FastifyInstance, { sessions, streams,
       operationId: 'getExecution', summary: 'An execution with every event so far', tags, security, params: ExecutionParams,
       response: { 200: { ...ref(Execution), description: 'The execution' }, ...problems('session_not_found', 'execution_not_found') },
     },
-  }, async (req) => sessions.getExecution(req.tenant, req.params.id, req.params.eid))
+  }, async (req) => executions.get(req.tenant, req.params.id, req.params.eid))
 
   r.get('/v1/sessions/:id/executions/:eid/events', {
     sse: 'only',
@@ -70,13 +70,13 @@ export async function executionRoutes(app: FastifyInstance, { sessions, streams,
     const { id: sid, eid } = req.params
     const after = req.query.after ?? req.headers['last-event-id'] ?? ''
     if (after && !isStreamId(after)) throw new AppError('validation_failed', 'Last-Event-ID / after must be an event id such as 1732186234123-0')
-    const ex = await sessions.execRecord(req.tenant, sid, eid)
+    const ex = await executions.record(req.tenant, sid, eid)
     const ended = ex.status !== 'queued' && ex.status !== 'running'
-    if (ended && after && (await sessions.eventsAfter(sid, eid, after)) === 0) {
+    if (ended && after && (await executions.eventsAfter(sid, eid, after)) === 0) {
       reply.code(204).send(null)
       return
     }
-    await streams.pipe(req, reply, (onEvent, signal) => sessions.follow(sid, eid, after, onEvent, signal))
+    await streams.pipe(req, reply, (onEvent, signal) => executions.follow(sid, eid, after, onEvent, signal))
   })
 
   r.post('/v1/sessions/:id/executions/:eid/events-token', {
@@ -90,7 +90,7 @@ export async function executionRoutes(app: FastifyInstance, { sessions, streams,
     },
   }, async (req, reply) => {
     const { id: sid, eid } = req.params
-    await sessions.execRecord(req.tenant, sid, eid)
+    await executions.record(req.tenant, sid, eid)
     const exp = Math.floor(Date.now() / 1000) + STREAM_TOKEN_TTL_S
     reply.code(201)
     return { token: mintStreamToken(await secret(), { tenant: req.tenant, sid, eid, exp }), expires_at: new Date(exp * 1000).toISOString() }

@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import { Execution } from '../../schemas.js'
-import type { SessionService } from '../../sessions/session-service.js'
+import type { Executions } from '../../sessions/index.js'
 import type { LlmService } from '../../agent/llm-service.js'
 import { MessageList, MessageRequest } from '../../agent/schemas.js'
 import type { SseStreams } from '../sse.js'
@@ -12,7 +12,7 @@ import { problems, ref, SessionParams } from '../schema-refs.js'
 
 const SSE_DESCRIPTION = 'Server-Sent Events of the turn: `code` deltas as the model writes, the outputs of each statement as it runs, `error`s and corrections, `llm_call`, `final` (agent mode) and exactly one `done`. `id:` is the resumable position (Last-Event-ID on GET .../executions/{eid}/events).'
 
-export async function messageRoutes(app: FastifyInstance, { sessions, streams, llm }: { sessions: SessionService; streams: SseStreams; llm: LlmService }): Promise<void> {
+export async function messageRoutes(app: FastifyInstance, { executions, streams, llm }: { executions: Executions; streams: SseStreams; llm: LlmService }): Promise<void> {
   const r = app.withTypeProvider<TypeBoxTypeProvider>()
   const tags = ['messages']
   const security = [{ bearer: [] }]
@@ -36,7 +36,7 @@ export async function messageRoutes(app: FastifyInstance, { sessions, streams, l
     const sid = req.params.id
     const eid = await llm.startTurn(req.tenant, sid, req.body)
     if (req.body.on_disconnect === 'cancel') reply.raw.once('close', () => llm.cancel(eid, 'the client disconnected (on_disconnect: cancel)'))
-    return replyWithExecution(req, reply, { sessions, streams }, req.tenant, sid, eid)
+    return replyWithExecution(req, reply, { executions, streams }, req.tenant, sid, eid)
   })
 
   r.get('/v1/sessions/:id/messages', {

@@ -3,10 +3,10 @@ import type { FastifyInstance } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import { CreateSessionBody, Session, SessionList } from '../../schemas.js'
-import type { SessionService } from '../../sessions/session-service.js'
+import type { Executions, SessionService } from '../../sessions/index.js'
 import { problems, ref, SessionParams } from '../schema-refs.js'
 
-export async function sessionRoutes(app: FastifyInstance, { sessions }: { sessions: SessionService }): Promise<void> {
+export async function sessionRoutes(app: FastifyInstance, { sessions, executions }: { sessions: SessionService; executions: Executions }): Promise<void> {
   const r = app.withTypeProvider<TypeBoxTypeProvider>()
   const tags = ['sessions']
   const security = [{ bearer: [] }]
@@ -60,7 +60,7 @@ export async function sessionRoutes(app: FastifyInstance, { sessions }: { sessio
       response: { 202: { description: 'Interrupt sent; the execution ends with done.status interrupted, or the sandbox is killed after a grace period', type: 'null' }, ...problems('session_not_found', 'nothing_running', 'session_elsewhere') },
     },
   }, async (req, reply) => {
-    await sessions.interrupt(req.tenant, req.params.id)
+    await executions.interrupt(req.tenant, req.params.id)
     reply.code(202).send(null)
   })
 

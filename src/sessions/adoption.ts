@@ -1,0 +1,184 @@
+// Attaching this instance to sandboxes, and leases: a fresh sandbox, one adopted from Redis after
+// a restart or from a dead instance (its running execution resumed, its queue re-run), lease
+// renewal, and what happens when a sandbox's channel closes (re-attach, or the sandbox died).
+import type { Logger } from 'pino'
+import type { Config } from '../config.js'
+import { AppError } from '../errors.js'
+import type { DockerSandboxDriver, SandboxHandle } from '../sandbox/docker-driver.js'
+import { ReplClient } from '../repl/repl-client.js'
+import type { ReplFrame } from '../repl/protocol.js'
+import type { RedisStore, SessionRecord } from '../store/redis-store.js'
+import type { DrivenLogs } from './driven-logs.js'
+import { newPendingExecution, type PendingExecution } from './execution.js'
+import type { ExecutionRunner } from './execution-runner.js'
+import type { LiveSession } from './live-session.js'
+import type { LlmRequestHandler } from './llm-requests.js'
+import type { RecordedExecutions } from './recorded-executions.js'
+import type { SessionRegistry } from './registry.js'
+
+export interface AdoptionDeps {
+  config: Config
+  store: RedisStore
+  driver: DockerSandboxDriver
+  log: Logger
+  registry: SessionRegistry
+  runner: ExecutionRunner
+  recorded: RecordedExecutions
+  driven: DrivenLogs
+  llmRequests?: LlmRequestHandler
+}
+
+export class Adoption {
+  /** Attachments in progress (adoptions, restarts): later requests for the session wait for them. */
+  private readonly pending = new Map<string, Promise<LiveSession>>()
+
+  constructor(private readonly deps: AdoptionDeps) {}
+
+  /** Wraps a started or adopted sandbox in a live session registered here. */
+  attach(rec: SessionRecord, handle: SandboxHandle, adopted: boolean): LiveSession {
+    const { config, registry, runner, llmRequests } = this.deps
+    const client = new ReplClient(handle.transport, this.deps.log.child({ sessionId: rec.id }), { readyTimeoutMs: config.SANDBOX_START_TIMEOUT_MS, expectReady: !adopted })
+    const live: LiveSession = {
+      id: rec.id, tenant: rec.tenant, containerId: handle.containerId, client, state: 'attached', idleTimeoutS: rec.idle_timeout_s,
+      outputBytes: rec.limits.output_bytes ?? config.MAX_STREAM_BYTES, work: { queue: [], running: null, reserved: 0 },
+    }
+    registry.add(live)
+    if (llmRequests) {
+      client.onLlmRequest((f) => llmRequests.handle({
+        sessionId: rec.id, tenant: rec.tenant, running: () => runner.running(live),
+        reply: (payload) => client.sendLlmResponse(String(f.id), payload),
+      }, f))
+    }
+    client.onClose(() => { this.channelClosed(rec, live).catch((err: unknown) => this.deps.log.error({ err, sessionId: rec.id }, 'handling a closed sandbox channel failed')) })
+    // A backup for the attach stream's end: only a real exit closes the channel.
+    void handle.exited.then((e) => { if (e.exitCode !== null && live.state === 'attached') live.client.close() })
+    return live
+  }
+
+  /** This instance's attachment to the session: the existing one, one in progress, or a new adoption. Throws session_elsewhere, session_dead, sandbox_failed. */
+  ensureLocal(rec: SessionRecord): Promise<LiveSession> {
+    const existing = this.deps.registry.get(rec.id)
+    if (existing) return Promise.resolve(existing)
+    let p = this.pending.get(rec.id)
+    if (!p) {
+      p = this.adopt(rec).finally(() => this.pending.delete(rec.id))
+      this.pending.set(rec.id, p)
+    }
+    return p
+  }
+
+  /** Runs `work` (a restart) while requests for the session wait for it instead of adopting the old sandbox. */
+  async holding(id: string, work: Promise<LiveSession>): Promise<LiveSession> {
+    this.pending.set(id, work)
+    try {
+      return await work
+    } finally {
+      if (this.pending.get(id) === work) this.pending.delete(id)
+    }
+  }
+
+  /** Takes the session's lease, or throws session_elsewhere naming the holder. */
+  async claimLease(rec: SessionRecord): Promise<void> {
+    const { store, config } = this.deps
+    const holder = await store.acquireLease(rec.id, config.instanceId, config.LEASE_TTL_MS)
+    if (holder !== config.instanceId) throw new AppError('session_elsewhere', `the session is attached to API instance ${holder}; route requests for it there`)
+  }
+
+  /** Keeps this instance's leases; a session whose lease another instance took is let go (not stopped). */
+  async renewLeases(): Promise<void> {
+    const { store, config, registry } = this.deps
+    const holders = await store.renewLeases(registry.ids(), config.instanceId, config.LEASE_TTL_MS)
+    for (const [sid, holder] of holders) {
+      const live = registry.get(sid)
+      if (!live || holder === config.instanceId) continue
+      this.deps.log.warn({ sessionId: sid, holder }, 'lost the session lease to another instance; detaching')
+      registry.release(live)
+    }
+  }
+
+  /** After a restart of this instance: attaches again to the sessions it held. */
+  async readoptAll(): Promise<void> {
+    const { store, config } = this.deps
+    for (const sid of await store.instanceSessionIds(config.instanceId)) {
+      const rec = await store.getSession(sid)
+      if (!rec) { await store.removeInstanceSession(config.instanceId, sid); continue }
+      if (rec.status === 'dead') continue
+      await this.ensureLocal(rec).catch((err: unknown) => this.deps.log.warn({ err, sessionId: sid }, 'could not re-adopt session'))
+    }
+  }
+
+  /** The session's sandbox is gone for good. */
+  async markDead(sid: string): Promise<void> {
+    await this.deps.store.updateSession(sid, { status: 'dead' })
+    await this.deps.store.removeInstanceSession(this.deps.config.instanceId, sid)
+  }
+
+  private async adopt(rec: SessionRecord): Promise<LiveSession> {
+    const { store, driver, config, recorded, registry, runner, driven } = this.deps
+    await this.claimLease(rec)
+    const state = rec.container_id ? await driver.inspectExit(rec.container_id) : { running: false, oomKilled: false, exitCode: null }
+    const all = await recorded.unfinished(rec)
+    // An LLM turn lives only in the process that drives it: if that is not this one, nobody will end it.
+    for (const turn of all.filter((x) => x.kind === 'turn' && !driven.drives(x.id))) {
+      await recorded.endOrphaned(rec, turn, 'killed', 'the API instance running this LLM turn stopped; send the message again')
+    }
+    const unfinished = all.filter((x) => x.kind !== 'turn')
+    if (!state.running) {
+      await this.markDead(rec.id)
+      for (const ex of unfinished) await recorded.endOrphaned(rec, ex, state.oomKilled ? 'oom' : 'killed', 'the sandbox stopped while no API instance was attached')
+      throw new AppError('session_dead', 'the session\'s sandbox is gone; restart it or create a new session')
+    }
+    const handle = await driver.adopt(rec.container_id, rec.id)
+    const live = this.attach(rec, handle, true)
+    try {
+      const running = unfinished.find((ex) => ex.status === 'running')
+      // Frames of the running execution that arrive now wait until those written while detached are replayed.
+      const early: ReplFrame[] = []
+      if (running) live.client.track(running.id, (f) => early.push(f))
+      await store.addInstanceSession(config.instanceId, rec.id)
+      if (running) await runner.resume(live, running, early)
+      const requeued: PendingExecution[] = []
+      for (const ex of unfinished.filter((x) => x.status === 'queued').reverse()) {
+        // Streamed code came from an instance that is gone: nobody sends the rest of it.
+        if (ex.kind === 'stream') { await recorded.endOrphaned(rec, ex, 'killed', 'the API instance that was streaming this code stopped'); continue }
+        requeued.push(newPendingExecution(ex.id, ex.code ?? '', ex.timeout_ms ?? config.EXEC_TIMEOUT_S * 1000))
+      }
+      if (!running) await store.updateSession(rec.id, { status: requeued.length ? 'busy' : 'ready' })
+      runner.requeue(live, requeued)
+      this.deps.log.info({ sessionId: rec.id, resumed: running?.id, requeued: requeued.length }, 'session adopted')
+      return live
+    } catch (err) {
+      registry.release(live)
+      await store.releaseLease(rec.id, config.instanceId).catch(() => undefined)
+      if (err instanceof AppError) throw err
+      throw new AppError('sandbox_failed', 'the session\'s sandbox could not be re-attached', { cause: err })
+    }
+  }
+
+  /** The REPL channel closed without the host asking: re-attach when only the stream broke, else the sandbox died. */
+  private async channelClosed(rec: SessionRecord, live: LiveSession): Promise<void> {
+    const { driver, registry, runner, log } = this.deps
+    if (live.state !== 'attached') return
+    let exit: Awaited<ReturnType<DockerSandboxDriver['inspectExit']>>
+    try {
+      exit = await driver.inspectExit(live.containerId)
+    } catch (err) {
+      // The engine cannot say: let go; the next request for the session adopts it again.
+      log.warn({ err, sessionId: rec.id }, 'attach stream closed and the engine is unreachable; detaching')
+      registry.release(live)
+      return
+    }
+    if (live.state !== 'attached') return
+    if (exit.running) {
+      log.warn({ sessionId: rec.id }, 'attach stream closed; re-attaching')
+      registry.release(live)
+      await this.ensureLocal(rec)
+      return
+    }
+    live.state = 'stopping'
+    log.warn({ sessionId: rec.id, exitCode: exit.exitCode, oomKilled: exit.oomKilled }, 'sandbox exited')
+    await runner.sandboxGone(live, exit)
+    registry.release(live)
+    await this.markDead(rec.id)
+  }
+}

@@ -1,0 +1,38 @@
+// The sessions this instance is attached to, and the one way to let go of one.
+import type { ExecutionRunner } from './execution-runner.js'
+import type { LiveSession } from './live-session.js'
+import type { Metrics } from './metrics.js'
+
+export class SessionRegistry {
+  private readonly live = new Map<string, LiveSession>()
+
+  constructor(private readonly runner: ExecutionRunner, private readonly metrics: Metrics) {}
+
+  get(id: string): LiveSession | undefined { return this.live.get(id) }
+  has(id: string): boolean { return this.live.has(id) }
+  ids(): string[] { return [...this.live.keys()] }
+  get size(): number { return this.live.size }
+
+  add(live: LiveSession): void {
+    this.live.set(live.id, live)
+    this.metrics.sessionsAttached.set(this.live.size)
+  }
+
+  /**
+   * Lets go of a live session: its executions' timers stop, its channel closes (the sandbox keeps
+   * running), and it leaves the registry. Safe to call twice; a closing channel is then expected.
+   */
+  release(live: LiveSession): void {
+    if (live.state === 'released') return
+    live.state = 'released'
+    this.runner.abandon(live)
+    live.client.close()
+    if (this.live.get(live.id) === live) this.live.delete(live.id)
+    this.metrics.sessionsAttached.set(this.live.size)
+  }
+
+  /** Releases every session (the service is closing; running executions go on in their sandboxes). */
+  releaseAll(): void {
+    for (const live of [...this.live.values()]) this.release(live)
+  }
+}
