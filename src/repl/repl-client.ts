@@ -43,8 +43,6 @@ export class ReplClient {
     }
   }
 
-  get closed(): boolean { return this.closedWith !== null }
-
   /** Sends a request and resolves with its reply; rejects ReplRequestError, ReplTimeoutError or ReplClosedError. */
   request(type: string, fields: Record<string, unknown>, timeoutMs: number): Promise<ReplFrame> {
     if (this.closedWith) return Promise.reject(this.closedWith)

@@ -136,6 +136,12 @@ class AttachTransport implements ReplTransport {
         this.stderrLogged += b.length
         log.warn({ stderr: b.toString('utf8').slice(0, 4096) }, 'sandbox stderr')
       },
+      (reason) => {
+        // The stream lost its framing: nothing after this point can be trusted, so the channel ends.
+        log.error({ reason }, 'attach stream is not multiplexed; closing it')
+        socket.destroy()
+        this.finish(new Error(reason))
+      },
     )
     socket.on('data', (chunk: Buffer) => demux.push(chunk))
     socket.on('error', (err) => this.finish(err))
