@@ -19,8 +19,15 @@ export async function startBenchApp(env: Record<string, string> = {}): Promise<B
   const tag = randomBytes(4).toString('hex')
   const key = `bench-key-${tag}`
   const config = loadConfig({
-    ...process.env, REPLCAST_API_KEYS: `bench=${key}`, REPLCAST_KEY_PREFIX: `replcast-bench-${tag}:`, REPLCAST_DEPLOYMENT: `bench-${tag}`,
-    REPLCAST_INSTANCE_ID: `bench-${tag}`, LOG_LEVEL: 'silent', TENANT_MAX_SESSIONS: '1000', TENANT_RATE_PER_MIN: '1000000', ...env,
+    ...process.env,
+    REPLCAST_API_KEYS: `bench=${key}`,
+    REPLCAST_KEY_PREFIX: `replcast-bench-${tag}:`,
+    REPLCAST_DEPLOYMENT: `bench-${tag}`,
+    REPLCAST_INSTANCE_ID: `bench-${tag}`,
+    LOG_LEVEL: 'silent',
+    TENANT_MAX_SESSIONS: '1000',
+    TENANT_RATE_PER_MIN: '1000000',
+    ...env,
   })
   const app = await buildApp({ config, logger: pino({ level: 'silent' }) })
   await app.listen({ host: '127.0.0.1', port: 0 })
@@ -33,7 +40,14 @@ export async function startBenchApp(env: Record<string, string> = {}): Promise<B
       await app.close()
       const docker = new Docker()
       const left = await docker.listContainers({ all: true, filters: { label: [`${LABEL.deployment}=${config.REPLCAST_DEPLOYMENT}`] } })
-      await Promise.all(left.map((c) => docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined)))
+      await Promise.all(
+        left.map((c) =>
+          docker
+            .getContainer(c.Id)
+            .remove({ force: true })
+            .catch(() => undefined),
+        ),
+      )
       const r = new Redis(config.REDIS_URL)
       const keys = await r.keys(`${config.REPLCAST_KEY_PREFIX}*`)
       if (keys.length) await r.del(...keys)

@@ -27,7 +27,10 @@ async function main(): Promise<void> {
       const t0 = performance.now()
       const res = await fetch(`${base}/v1/sessions/${sid}/executions`, { method: 'POST', headers, body: JSON.stringify({ code: 'print(1)' }) })
       let first = 0
-      await readEvents(res, (type) => { if (type === 'stdout' && !first) first = performance.now(); return type === 'done' })
+      await readEvents(res, (type) => {
+        if (type === 'stdout' && !first) first = performance.now()
+        return type === 'done'
+      })
       if (i >= WARMUP) baseline.push(first - t0)
     }
 
@@ -36,7 +39,9 @@ async function main(): Promise<void> {
     for (let i = 0; i < ROUNDS + WARMUP; i++) {
       let model!: FakeResponse
       let sawCode!: () => void
-      const codeSeen = new Promise<void>((r) => { sawCode = r })
+      const codeSeen = new Promise<void>((r) => {
+        sawCode = r
+      })
       let t0 = 0
       let t1 = 0
       let tc = 0
@@ -47,14 +52,24 @@ async function main(): Promise<void> {
         t0 = performance.now()
         res.token('\nz = ') // the token that completes it: the next statement has begun
       })
-      const res = await fetch(`${base}/v1/sessions/${sid}/messages`, { method: 'POST', headers, body: JSON.stringify({ content: 'bench', max_history_length: 0 }) })
+      const res = await fetch(`${base}/v1/sessions/${sid}/messages`, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify({ content: 'bench', max_history_length: 0 }),
+      })
       await readEvents(res, (type, data) => {
         if (type === 'code' && data.delta === 'print(1)') sawCode()
         if (type === 'code' && data.delta === '\nz = ' && !tc) tc = performance.now()
-        if (type === 'stdout' && !t1) { t1 = performance.now(); model.stream(['2\n']) }
+        if (type === 'stdout' && !t1) {
+          t1 = performance.now()
+          model.stream(['2\n'])
+        }
         return type === 'done'
       })
-      if (i >= WARMUP) { llmFirst.push(t1 - t0); tokenToCode.push(tc - t0) }
+      if (i >= WARMUP) {
+        llmFirst.push(t1 - t0)
+        tokenToCode.push(tc - t0)
+      }
     }
 
     console.log(`LLM first-output benchmark (${ROUNDS} rounds after ${WARMUP} warm-up; local OpenAI-compatible server)`)

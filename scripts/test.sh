@@ -1,25 +1,59 @@
 #!/usr/bin/env bash
-# npm test: set up what is missing, type-check, run every test (tap), and end with one
-# plain line "N passed, N failed" (tap's exit code is passed through).
+# npm test: set up what is missing, run the static checks (type-check, format, lint, dead code),
+# then the unit tests (test/unit/: no Docker or Redis) and after them the integration tests (the
+# rest of test/), and end with one plain line "N passed, N failed" (", N skipped" when tap skipped any).
+#
+# How it counts: the tap tests as tap reports them, the two runs added up; each static check that
+# fails adds one to "failed", and so does a tap run that fails without printing its summary. The exit
+# code is non-zero when anything failed.
+# `npm test -- ARGS...` runs the same checks, then one tap run with ARGS instead (e.g. a single file).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh all || { echo "0 passed, 1 failed"; exit 1; }
 set +e
-npx tsc --noEmit -p tsconfig.json
-typecheck=$?
-log="$REPLCAST_STATE/last-test.log"
+
+pass=0 fail=0 skip=0 rc=0
+failed_checks=()
+
+check() { # check NAME COMMAND...: one static check
+  echo "== $1"
+  "${@:2}" || { failed_checks+=("$1"); fail=$((fail + 1)); rc=1; }
+}
+
 # The plain TAP stream when output is not a terminal (CI): the interactive reporter can lose its
 # last lines when piped.
 reporter=()
 [ -t 1 ] || reporter=(--reporter=tap)
-npx tap "${reporter[@]}" "$@" 2>&1 | tee "$log"
-rc=${PIPESTATUS[0]}
-summary=$(grep -E '^# \{ total: [0-9]+' "$log" | tail -1)
-pass=$(sed -nE 's/.*pass: ([0-9]+).*/\1/p' <<<"$summary")
-fail=$(sed -nE 's/.*fail: ([0-9]+).*/\1/p' <<<"$summary")
-skip=$(sed -nE 's/.*skip: ([0-9]+).*/\1/p' <<<"$summary")
-pass=${pass:-0}; fail=${fail:-0}
-if [ "$typecheck" -ne 0 ]; then echo "type-check failed"; fail=$((fail + 1)); rc=1; fi
-if [ -z "$summary" ] && [ "$rc" -ne 0 ]; then fail=$((fail + 1)); fi
-echo "${pass} passed, ${fail} failed${skip:+, ${skip} skipped}"
+
+tap_run() { # tap_run LOG TAP-ARGS...: one tap run, its counts added to the totals
+  local log=$1 code summary n
+  shift
+  npx tap "${reporter[@]}" "$@" 2>&1 | tee "$log"
+  code=${PIPESTATUS[0]}
+  summary=$(grep -E '^# \{ total: [0-9]+' "$log" | tail -1)
+  n=$(sed -nE 's/.*pass: ([0-9]+).*/\1/p' <<<"$summary"); pass=$((pass + ${n:-0}))
+  n=$(sed -nE 's/.*fail: ([0-9]+).*/\1/p' <<<"$summary"); fail=$((fail + ${n:-0}))
+  n=$(sed -nE 's/.*skip: ([0-9]+).*/\1/p' <<<"$summary"); skip=$((skip + ${n:-0}))
+  if [ "$code" -ne 0 ]; then
+    rc=1
+    [ -n "$summary" ] || fail=$((fail + 1))
+  fi
+}
+
+check type-check npm run --silent typecheck
+check format npm run --silent format:check
+check lint npm run --silent lint
+check deadcode npm run --silent deadcode
+
+if [ $# -gt 0 ]; then
+  tap_run "$REPLCAST_STATE/last-test.log" "$@"
+else
+  if [ -n "$(find test/unit -name '*.test.ts' 2>/dev/null | head -1)" ]; then
+    tap_run "$REPLCAST_STATE/last-test-unit.log" test/unit
+  fi
+  tap_run "$REPLCAST_STATE/last-test.log" --exclude='test/unit/**'
+fi
+
+[ ${#failed_checks[@]} -eq 0 ] || echo "failed checks: ${failed_checks[*]}"
+echo "${pass} passed, ${fail} failed$([ "$skip" -gt 0 ] && echo ", ${skip} skipped")"
 exit "$rc"

@@ -36,7 +36,7 @@ export interface AppOptions {
   background?: boolean
 }
 
-export const API_VERSION = '0.1.0'
+const API_VERSION = '0.1.0'
 
 /** Builds the app; `await app.ready()` (or listen) also re-adopts sessions and starts the reaper. */
 export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {

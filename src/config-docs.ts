@@ -9,7 +9,7 @@ export const TABLE_END = '<!-- config-table:end -->'
 export function configTable(): string {
   const rows = Object.entries(ConfigSchema.properties).map(([name, s]) => {
     const { default: def, description } = s as { default?: unknown; description?: string }
-    return `| \`${name}\` | ${def === '' || def === undefined ? '(empty)' : `\`${String(def)}\``} | ${description ?? ''} |`
+    return `| \`${name}\` | ${def === '' || def === undefined ? '(empty)' : `\`${typeof def === 'string' ? def : JSON.stringify(def)}\``} | ${description ?? ''} |`
   })
   return ['| variable | default | meaning |', '|---|---|---|', ...rows].join('\n')
 }

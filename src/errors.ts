@@ -28,7 +28,7 @@ export const ERRORS = {
 
 export type ErrorCode = keyof typeof ERRORS
 
-export const PROBLEM_TYPE_BASE = 'https://replcast.dev/problems/'
+const PROBLEM_TYPE_BASE = 'https://replcast.dev/problems/'
 
 export class AppError extends Error {
   readonly code: ErrorCode

@@ -10,8 +10,8 @@ export function ref<T extends TSchema & { $id?: string }>(schema: T) {
 const Id = (prefix: string, description: string) =>
   Type.String({ pattern: `^${prefix}_[A-Za-z0-9]{20}$`, description })
 
-export const SessionId = Id('ses', 'Session id')
-export const ExecutionId = Id('exe', 'Execution id')
+const SessionId = Id('ses', 'Session id')
+const ExecutionId = Id('exe', 'Execution id')
 
 export const Runtime = Type.Union([Type.Literal('runc'), Type.Literal('runsc')], {
   $id: 'Runtime',
@@ -26,9 +26,9 @@ export const Limits = Type.Object({
   output_bytes: Type.Integer({ minimum: 1024, description: 'Output bytes streamed per execution; more is dropped and counted in a limit event' }),
 }, { $id: 'Limits', additionalProperties: false })
 
-export const LimitsRequest = Type.Partial(Limits, { additionalProperties: false })
+const LimitsRequest = Type.Partial(Limits, { additionalProperties: false })
 
-export const Metadata = Type.Record(Type.String({ pattern: '^.{1,64}$' }), Type.String({ maxLength: 1024 }), {
+const Metadata = Type.Record(Type.String({ pattern: '^.{1,64}$' }), Type.String({ maxLength: 1024 }), {
   maxProperties: 32,
   additionalProperties: false,
   description: 'Free-form string labels kept with the session',
@@ -37,7 +37,7 @@ export const Metadata = Type.Record(Type.String({ pattern: '^.{1,64}$' }), Type.
 /** Environment names a session may set: not PATH/HOME, nor PYTHON*, LD_*, MPL*, REPLCAST_* (they steer the REPL itself). */
 const ENV_NAME = '^(?!(PATH|HOME)$)(?!PYTHON|LD_|MPL|REPLCAST_)[A-Za-z_][A-Za-z0-9_]{0,127}$'
 
-export const SessionStatus = Type.Union([Type.Literal('starting'), Type.Literal('ready'), Type.Literal('busy'), Type.Literal('dead')])
+const SessionStatus = Type.Union([Type.Literal('starting'), Type.Literal('ready'), Type.Literal('busy'), Type.Literal('dead')])
 
 export const CreateSessionBody = Type.Object({
   idle_timeout_s: Type.Optional(Type.Integer({ minimum: 1, description: 'Idle seconds before the session is reaped' })),
@@ -129,8 +129,4 @@ export type SessionT = Static<typeof Session>
 export type LimitsT = Static<typeof Limits>
 export type CreateSessionBodyT = Static<typeof CreateSessionBody>
 export type ExecutionT = Static<typeof Execution>
-export type EventT = Static<typeof Event>
 export type DoneStatusT = Static<typeof DoneStatus>
-export type ExecutionStatusT = Static<typeof ExecutionStatus>
-export type SessionStatusT = Static<typeof SessionStatus>
-export type RuntimeT = Static<typeof Runtime>

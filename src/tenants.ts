@@ -22,7 +22,7 @@ export const TenantLimitsOverride = Type.Object({
   max_idle_timeout_s: Type.Optional(PosInt('Ceiling for idle_timeout_s')),
 }, { additionalProperties: false })
 
-export const TenantLimitsMap = Type.Record(Type.String({ pattern: '^(\\*|[A-Za-z0-9_.-]{1,64})$' }), TenantLimitsOverride, { additionalProperties: false })
+const TenantLimitsMap = Type.Record(Type.String({ pattern: '^(\\*|[A-Za-z0-9_.-]{1,64})$' }), TenantLimitsOverride, { additionalProperties: false })
 
 export type TenantLimits = Required<Static<typeof TenantLimitsOverride>>
 
@@ -47,21 +47,21 @@ export class TenantPolicy {
   private readonly fallback: TenantLimits
 
   constructor(defaults: TenantLimits, private readonly overrides: Readonly<Record<string, Static<typeof TenantLimitsOverride>>> = {}) {
-    this.fallback = Object.freeze({ ...defaults, ...(overrides['*'] ?? {}) }) as TenantLimits
+    this.fallback = Object.freeze({ ...defaults, ...(overrides['*'] ?? {}) })
   }
 
   /** The tenant's effective limits: its overrides over "*" over the config defaults. */
   for(tenant: string): TenantLimits {
     let r = this.resolved.get(tenant)
     if (!r) {
-      r = Object.freeze({ ...this.fallback, ...(Object.hasOwn(this.overrides, tenant) ? this.overrides[tenant] : {}) }) as TenantLimits
+      r = Object.freeze({ ...this.fallback, ...(Object.hasOwn(this.overrides, tenant) ? this.overrides[tenant] : {}) })
       this.resolved.set(tenant, r)
     }
     return r
   }
 }
 
-export function defaultsFromConfig(c: TenantDefaultsSource): TenantLimits {
+function defaultsFromConfig(c: TenantDefaultsSource): TenantLimits {
   return {
     max_sessions: c.TENANT_MAX_SESSIONS, max_concurrent_executions: c.TENANT_MAX_CONCURRENT_EXECUTIONS, rate_per_min: c.TENANT_RATE_PER_MIN,
     max_memory_mb: c.MAX_MEMORY_MB, max_cpus: c.MAX_CPUS, max_pids: c.MAX_PIDS, max_workspace_mb: c.MAX_WORKSPACE_MB,

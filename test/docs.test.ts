@@ -22,7 +22,10 @@ t.test('README names the two commands and .ci/run calls the test command', async
 t.test('docker-compose.yml: API with the Docker socket, sandbox image without it, persistent Redis', async (t) => {
   const compose = parse(await readFile(new URL('docker-compose.yml', root), 'utf8')) as { services: Record<string, any> }
   t.same(Object.keys(compose.services).sort(), ['api', 'redis', 'sandbox-image'])
-  t.ok(compose.services.api.volumes.some((v: string) => v.includes('/var/run/docker.sock')), 'the API reaches Docker')
+  t.ok(
+    compose.services.api.volumes.some((v: string) => v.includes('/var/run/docker.sock')),
+    'the API reaches Docker',
+  )
   t.notOk(JSON.stringify(compose.services['sandbox-image']).includes('docker.sock'), 'the sandbox image never gets the socket')
   t.match(compose.services.redis.command.join(' '), /--appendonly yes/)
   t.equal(compose.services.api.environment.SANDBOX_IMAGE, compose.services['sandbox-image'].image)

@@ -51,7 +51,10 @@ t.test('executions', async (t) => {
     const e = err.events.find((x) => x.event === 'error')
     t.equal(e?.data.ename, 'ZeroDivisionError')
     t.match(e?.data.evalue, /division by zero/)
-    t.ok(e?.data.traceback.some((l: string) => l.includes('return 1 / 0')), 'traceback shows the user source line')
+    t.ok(
+      e?.data.traceback.some((l: string) => l.includes('return 1 / 0')),
+      'traceback shows the user source line',
+    )
     t.equal(err.events.at(-1)?.data.status, 'error')
   })
 
@@ -60,8 +63,14 @@ t.test('executions', async (t) => {
     t.equal(r.status, 200)
     t.equal(r.body.status, 'ok')
     t.match(r.headers.get('location'), new RegExp(`^/v1/sessions/${sid}/executions/exe_`))
-    t.same(r.body.events.map((e: any) => e.type), ['status', 'stdout', 'result', 'done'])
-    t.ok(r.body.events.every((e: any) => typeof e.id === 'string' && e.id.length > 0), 'every event has an id')
+    t.same(
+      r.body.events.map((e: any) => e.type),
+      ['status', 'stdout', 'result', 'done'],
+    )
+    t.ok(
+      r.body.events.every((e: any) => typeof e.id === 'string' && e.id.length > 0),
+      'every event has an id',
+    )
     const again = await api(h.url, 'GET', r.headers.get('location')!)
     t.same(again.body.events, r.body.events, 'GET returns the same events')
   })
@@ -92,7 +101,10 @@ t.test('executions', async (t) => {
     const all = await Promise.all([1, 2, 3].map((n) => api(h.url, 'POST', `/v1/sessions/${sid}/executions`, { code: `print(${n})` })))
     const first = all.map((r) => r.body.events[0].state)
     t.same([...first].sort(), ['queued', 'queued', 'running'], `first status events: ${first.join(', ')}`)
-    t.same(all.map((r) => r.body.status), ['ok', 'ok', 'ok'])
+    t.same(
+      all.map((r) => r.body.status),
+      ['ok', 'ok', 'ok'],
+    )
   })
 
   t.test('a timeout interrupts the code and the session stays usable with its state', async (t) => {

@@ -14,9 +14,16 @@ const LIMITS = { memory_mb: 256, pids: 64, cpus: 0.5 }
 
 /** Opens an execution's SSE stream and returns it as events arrive. */
 async function openStream(url: string, path: string, init: RequestInit): Promise<{ events: SseEvent[]; ended: Promise<SseEvent[]>; location: string | null }> {
-  const res = await fetch(url + path, { ...init, headers: { authorization: `Bearer ${API_KEY}`, accept: 'text/event-stream', 'content-type': 'application/json' }, signal: AbortSignal.timeout(30000) })
+  const res = await fetch(url + path, {
+    ...init,
+    headers: { authorization: `Bearer ${API_KEY}`, accept: 'text/event-stream', 'content-type': 'application/json' },
+    signal: AbortSignal.timeout(30000),
+  })
   const events: SseEvent[] = []
-  const ended = readSse(res, (e) => { events.push(e); return e.event === 'done' })
+  const ended = readSse(res, (e) => {
+    events.push(e)
+    return e.event === 'done'
+  })
   return { events, ended, location: res.headers.get('location') }
 }
 
@@ -46,7 +53,10 @@ t.test('sandbox faults', async (t) => {
   })
 
   t.test('docker kill from outside ends every open stream within a second with a clear error', async (t) => {
-    const live = await openStream(h.url, `/v1/sessions/${sid}/executions`, { method: 'POST', body: JSON.stringify({ code: 'import time\ni = 0\nwhile True:\n    print(i, flush=True); i += 1; time.sleep(0.05)' }) })
+    const live = await openStream(h.url, `/v1/sessions/${sid}/executions`, {
+      method: 'POST',
+      body: JSON.stringify({ code: 'import time\ni = 0\nwhile True:\n    print(i, flush=True); i += 1; time.sleep(0.05)' }),
+    })
     t.ok(await waitFor(() => live.events.some((e) => e.event === 'stdout'), 10000), 'output is streaming')
     // A second client follows the same execution through the GET events stream.
     const follower = await openStream(h.url, `${live.location}/events`, { method: 'GET' })
@@ -55,7 +65,10 @@ t.test('sandbox faults', async (t) => {
     const killedAt = performance.now()
     await new Docker().getContainer(container!.Id).kill({ signal: 'SIGKILL' })
     const [a, b] = await Promise.all([live.ended, follower.ended])
-    for (const [name, events] of [['the executing client', a], ['the follower', b]] as const) {
+    for (const [name, events] of [
+      ['the executing client', a],
+      ['the follower', b],
+    ] as const) {
       const done = events.at(-1)
       t.equal(done?.event, 'done', `${name}: the stream ends with done`)
       t.equal(done?.data.status, 'killed', `${name}: done.status killed`)
@@ -68,7 +81,12 @@ t.test('sandbox faults', async (t) => {
   })
 
   t.test('a REPL that ignores an interrupt is killed after the grace period', async (t) => {
-    const started = openStream(h.url, `/v1/sessions/${sid}/executions`, { method: 'POST', body: JSON.stringify({ code: 'import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nprint("armed", flush=True)\nwhile True:\n    time.sleep(0.05)' }) })
+    const started = openStream(h.url, `/v1/sessions/${sid}/executions`, {
+      method: 'POST',
+      body: JSON.stringify({
+        code: 'import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nprint("armed", flush=True)\nwhile True:\n    time.sleep(0.05)',
+      }),
+    })
     const s = await started
     t.ok(await waitFor(() => s.events.some((e) => e.event === 'stdout'), 10000), 'running with SIGINT ignored')
     const sentAt = performance.now()
@@ -91,7 +109,7 @@ t.test('sandbox faults', async (t) => {
   })
 })
 
-t.test('code that writes frames straight onto the REPL\'s private channel is still capped by the host', async (t) => {
+t.test("code that writes frames straight onto the REPL's private channel is still capped by the host", async (t) => {
   const h = await startApp(t)
   const sid = await createSession(h.url, { limits: { output_bytes: 100_000 } })
   // Bypasses the REPL's own output cap: frames queued directly on its channel, for the running execution.

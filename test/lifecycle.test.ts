@@ -39,17 +39,27 @@ t.test('across API restarts', async (t) => {
     t.ok(await waitFor(async () => (await api(h.url, 'GET', `/v1/sessions/${sid}`)).status === 404, 15000), 'reaped once idle')
   })
 
-  t.test('two instances: any one serves any session\'s events; commands go to the one holding the session', async (t) => {
+  t.test("two instances: any one serves any session's events; commands go to the one holding the session", async (t) => {
     const other = await startApp(t, { REPLCAST_KEY_PREFIX: h.prefix, REPLCAST_DEPLOYMENT: h.deployment, REAPER_INTERVAL_MS: '200' })
     const sid = await createSession(h.url)
-    const res = await fetch(`${h.url}/v1/sessions/${sid}/executions`, { method: 'POST', headers: { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json', accept: 'text/event-stream' }, body: JSON.stringify({ code: 'import time\nfor i in range(3):\n    print(i, flush=True)\n    time.sleep(0.2)' }) })
+    const res = await fetch(`${h.url}/v1/sessions/${sid}/executions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json', accept: 'text/event-stream' },
+      body: JSON.stringify({ code: 'import time\nfor i in range(3):\n    print(i, flush=True)\n    time.sleep(0.2)' }),
+    })
     const eid = res.headers.get('location')!.split('/').pop()!
     const [direct, viaOther] = await Promise.all([
       readSse(res),
-      fetch(`${other.url}/v1/sessions/${sid}/executions/${eid}/events`, { headers: { authorization: `Bearer ${API_KEY}`, accept: 'text/event-stream' } }).then((r) => readSse(r)),
+      fetch(`${other.url}/v1/sessions/${sid}/executions/${eid}/events`, { headers: { authorization: `Bearer ${API_KEY}`, accept: 'text/event-stream' } }).then(
+        (r) => readSse(r),
+      ),
     ])
     t.equal(stdoutOf(viaOther), '0\n1\n2\n', 'the other instance streams the events live from Redis')
-    t.same(viaOther.map((e) => e.id), direct.map((e) => e.id), 'the same events, same ids')
+    t.same(
+      viaOther.map((e) => e.id),
+      direct.map((e) => e.id),
+      'the same events, same ids',
+    )
     t.equal((await api(other.url, 'GET', `/v1/sessions/${sid}`)).body.status, 'ready', 'reads work anywhere')
     const elsewhere = await api(other.url, 'POST', `/v1/sessions/${sid}/executions`, { code: '1' })
     t.equal(elsewhere.status, 421, 'commands to an instance that does not hold the session')
@@ -59,7 +69,12 @@ t.test('across API restarts', async (t) => {
 
   t.test('containers labelled for this deployment but unknown to Redis are removed at start', async (t) => {
     const docker = new Docker()
-    const c = await docker.createContainer({ Image: h.config.SANDBOX_IMAGE, Cmd: ['sleep', '300'], Labels: sandboxLabels(h.deployment, 'ses_orphanorphanorphan00', 'alpha', 'gone'), HostConfig: { NetworkMode: 'none' } })
+    const c = await docker.createContainer({
+      Image: h.config.SANDBOX_IMAGE,
+      Cmd: ['sleep', '300'],
+      Labels: sandboxLabels(h.deployment, 'ses_orphanorphanorphan00', 'alpha', 'gone'),
+      HostConfig: { NetworkMode: 'none' },
+    })
     await c.start()
     await h.restart()
     const removed = await waitFor(async () => !(await containersOf(h.deployment)).some((x) => x.Id === c.id), 10000)

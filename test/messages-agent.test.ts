@@ -5,7 +5,10 @@ import { startApp } from './helpers/app.js'
 import { createSession, stdoutOf } from './helpers/client.js'
 import { codeOf, gate, ofType, postMessage, startFakeLlm, tokens, type Handler } from './helpers/fake-llm.js'
 
-const code = (src: string): Handler => (_req, res) => res.stream(tokens(src, 7))
+const code =
+  (src: string): Handler =>
+  (_req, res) =>
+    res.stream(tokens(src, 7))
 
 t.test('self-correction and the agent loop', async (t) => {
   const llm = await startFakeLlm()
@@ -25,7 +28,10 @@ t.test('self-correction and the agent loop', async (t) => {
     t.equal(errors.length, 1)
     t.equal(errors[0]!.data.ename, 'NameError')
     t.equal(errors[0]!.data.step, 1)
-    t.ok(ofType(r.events, 'code').some((e) => e.data.step === 2), 'the correction streams as step 2')
+    t.ok(
+      ofType(r.events, 'code').some((e) => e.data.step === 2),
+      'the correction streams as step 2',
+    )
     const errorAt = r.events.indexOf(errors[0]!)
     const fixAt = r.events.findIndex((e) => e.event === 'code' && e.data.step === 2)
     t.ok(fixAt > errorAt, 'the client sees the error, then the correction')
@@ -74,9 +80,18 @@ t.test('self-correction and the agent loop', async (t) => {
     t.match(stdoutOf(r.events), /^2000022\n/)
     const reqs = llm.requests.slice(before)
     t.equal(reqs.length, 4)
-    t.same(reqs.map((q) => q.stream), [true, true, false, true])
-    t.ok(reqs.every((q) => q.body.model === 'fake-small'), 'the allowed per-request model is used, sub-calls included')
-    t.ok(reqs.every((q) => q.raw.length < 50_000), 'the context never goes into a prompt')
+    t.same(
+      reqs.map((q) => q.stream),
+      [true, true, false, true],
+    )
+    t.ok(
+      reqs.every((q) => q.body.model === 'fake-small'),
+      'the allowed per-request model is used, sub-calls included',
+    )
+    t.ok(
+      reqs.every((q) => q.raw.length < 50_000),
+      'the context never goes into a prompt',
+    )
     t.match(reqs[0]!.messages.at(-1)!.content, /`context`.*a str of 2000022 characters/s)
     t.match(reqs[0]!.messages[0]!.content, /llm_query/)
     const step2prompt = reqs[1]!.messages.at(-1)!.content
@@ -89,7 +104,10 @@ t.test('self-correction and the agent loop', async (t) => {
   t.test('answer["ready"] ends a run too', async (t) => {
     llm.script(code('answer["value"] = 6 * 7\nanswer["ready"] = True\n'))
     const r = await postMessage(h.url, sid, { content: 'six sevens', mode: 'agent' })
-    t.same(ofType(r.events, 'final').map((e) => e.data.value), ['42'])
+    t.same(
+      ofType(r.events, 'final').map((e) => e.data.value),
+      ['42'],
+    )
     t.equal(r.events.at(-1)!.data.status, 'ok')
     // the flag stays in the namespace: reset it so later runs start clean
     llm.script(code('answer["ready"] = False\n'))
@@ -114,7 +132,10 @@ t.test('self-correction and the agent loop', async (t) => {
     const r = await postMessage(h.url, sid, { content: 'too many', mode: 'agent', llm_budget: { max_calls: 2 } })
     t.match(stdoutOf(r.events), /caught: LLM call budget exhausted: this turn may send 2 prompts/)
     t.equal(llm.requests.length - before, 1, 'no sub-call reached the model')
-    t.same(ofType(r.events, 'final').map((e) => e.data.value), ['done'])
+    t.same(
+      ofType(r.events, 'final').map((e) => e.data.value),
+      ['done'],
+    )
   })
 
   t.test('the call budget belongs to the whole turn, not to each step', async (t) => {
@@ -125,7 +146,7 @@ t.test('self-correction and the agent loop', async (t) => {
     )
     const r = await postMessage(h.url, sid, { content: 'two steps', mode: 'agent', llm_budget: { max_calls: 1 } })
     t.match(stdoutOf(r.events), /got A/)
-    t.match(stdoutOf(r.events), /caught: LLM call budget exhausted/, 'the second step\'s call is refused')
+    t.match(stdoutOf(r.events), /caught: LLM call budget exhausted/, "the second step's call is refused")
   })
 
   t.test('a prompt too large to send raises LLMError at once instead of hanging', async (t) => {
@@ -140,12 +161,17 @@ t.test('self-correction and the agent loop', async (t) => {
   t.test('concurrent messages to one session run one turn at a time', async (t) => {
     llm.script(code('print(1)\n'), code('print(2)\n'), code('print(3)\n'))
     const all = await Promise.all([1, 2, 3].map(() => postMessage(h.url, sid, { content: 'count' })))
-    t.same(all.map((r) => r.events.at(-1)!.data.status), ['ok', 'ok', 'ok'])
+    t.same(
+      all.map((r) => r.events.at(-1)!.data.status),
+      ['ok', 'ok', 'ok'],
+    )
     t.same(all.map((r) => stdoutOf(r.events)).sort(), ['1\n', '2\n', '3\n'])
     t.ok(all.filter((r) => r.events[0]!.data.state === 'running').length <= 1, 'at most one started at once')
     // Each turn's span, from its `running` status to its `done`, by log position (ms-seq ids): no overlap.
     const ms = (id: string) => Number(id.split('-')[0])
-    const spans = all.map((r) => [ms(r.events.filter((e) => e.event === 'status' && e.data.state === 'running')[0]!.id), ms(r.events.at(-1)!.id)] as const).sort((a, b) => a[0] - b[0])
+    const spans = all
+      .map((r) => [ms(r.events.filter((e) => e.event === 'status' && e.data.state === 'running')[0]!.id), ms(r.events.at(-1)!.id)] as const)
+      .sort((a, b) => a[0] - b[0])
     t.ok(spans[0]![1] <= spans[1]![0] && spans[1]![1] <= spans[2]![0], `turns ran one after another: ${JSON.stringify(spans)}`)
   })
 
@@ -161,7 +187,10 @@ t.test('self-correction and the agent loop', async (t) => {
     }
     llm.script(pair, pair, pair, pair, pair, pair)
     const r = await postMessage(h.url, sid, { content: 'batch', mode: 'agent', llm_budget: { max_concurrency: 2 } })
-    t.same(ofType(r.events, 'final').map((e) => e.data.value), ['a-q0,a-q1,a-q2,a-q3,a-q4,a-q5'])
+    t.same(
+      ofType(r.events, 'final').map((e) => e.data.value),
+      ['a-q0,a-q1,a-q2,a-q3,a-q4,a-q5'],
+    )
     t.equal(llm.requests.length - before, 7)
     t.equal(llm.maxInFlight, 2, 'never more than max_concurrency sub-calls in flight (plus none for the held step)')
   })
@@ -169,7 +198,9 @@ t.test('self-correction and the agent loop', async (t) => {
   t.test('the token budget and the per-call timeout', async (t) => {
     const before = llm.requests.length
     llm.script(
-      code('out = []\nfor i in range(3):\n    try:\n        out.append(llm_query(f"p{i}"))\n    except LLMError as e:\n        out.append(str(e))\nprint(out)\nFINAL("ok")\n'),
+      code(
+        'out = []\nfor i in range(3):\n    try:\n        out.append(llm_query(f"p{i}"))\n    except LLMError as e:\n        out.append(str(e))\nprint(out)\nFINAL("ok")\n',
+      ),
       (_req, res) => res.json('one'),
       (_req, res) => res.json('two'),
     )
@@ -181,10 +212,9 @@ t.test('self-correction and the agent loop', async (t) => {
 
     const never = gate()
     t.teardown(never.open)
-    llm.script(
-      code('try:\n    llm_query("slow")\nexcept LLMError as e:\n    print("caught:", e)\nFINAL("ok")\n'),
-      async () => { await never.promise },
-    )
+    llm.script(code('try:\n    llm_query("slow")\nexcept LLMError as e:\n    print("caught:", e)\nFINAL("ok")\n'), async () => {
+      await never.promise
+    })
     const slow = await postMessage(h.url, sid, { content: 'slow', mode: 'agent', llm_budget: { timeout_s: 0.5 } })
     t.match(stdoutOf(slow.events), /caught: the model did not answer within 0.5 s/)
     t.equal(slow.events.at(-1)!.data.status, 'ok')

@@ -38,6 +38,7 @@ t.test('code is released as soon as its line start is decided', async (t) => {
 })
 
 t.test('isProse', async (t) => {
-  for (const s of ['Here is the code:', 'I will compute this now.', 'Sure!', 'Let me check', '1. First compute the sum', '- a bullet point here']) t.ok(isProse(s), s)
+  for (const s of ['Here is the code:', 'I will compute this now.', 'Sure!', 'Let me check', '1. First compute the sum', '- a bullet point here'])
+    t.ok(isProse(s), s)
   for (const s of ['x is None and print(x)', 'a if b else c', 'foo: int = 3', 'x, y = 1, 2', 'print "x"']) t.notOk(isProse(s), s)
 })

@@ -40,11 +40,13 @@ t.test('model failures', async (t) => {
   const h = await startApp(t, { OPENAI_BASE_URL: llm.baseURL })
   const sid = await createSession(h.url)
 
-  t.test('a plain execution\'s llm_query is abandoned at the model when the execution ends', async (t) => {
+  t.test("a plain execution's llm_query is abandoned at the model when the execution ends", async (t) => {
     const never = gate()
     t.teardown(never.open)
     let abandon!: () => void
-    const abandoned = new Promise<void>((r) => { abandon = r })
+    const abandoned = new Promise<void>((r) => {
+      abandon = r
+    })
     llm.script(async (_req, res) => {
       res.raw.on('close', () => abandon())
       await never.promise
@@ -72,7 +74,9 @@ t.test('model failures', async (t) => {
     t.teardown(never.open)
     let closed = false
     llm.script(async (_req, res) => {
-      res.raw.on('close', () => { closed = true })
+      res.raw.on('close', () => {
+        closed = true
+      })
       res.token('print("partial")\nprint("unfin')
       await never.promise
     })
@@ -89,25 +93,43 @@ t.test('model failures', async (t) => {
   })
 
   t.test('a stream cut halfway', async (t) => {
-    llm.script((_req, res) => { res.token('print("one")\n'); res.token('print("tw'); void res.cut() })
+    llm.script((_req, res) => {
+      res.token('print("one")\n')
+      res.token('print("tw')
+      void res.cut()
+    })
     const r = await postMessage(h.url, sid, { content: 'x' })
     t.equal(stdoutOf(r.events), 'one\n')
     const err = ofType(r.events, 'error')
-    t.same(err.map((e) => e.data.ename), ['LLMError'])
+    t.same(
+      err.map((e) => e.data.ename),
+      ['LLMError'],
+    )
     endsOnce(t, r.events, 'error')
     await stillUsable(t, h.url, sid)
   })
 
   t.test('a stream that ends without finishing the reply', async (t) => {
-    llm.script((_req, res) => { res.token('print("one")\n'); res.token('x = ('); res.raw.end() })
+    llm.script((_req, res) => {
+      res.token('print("one")\n')
+      res.token('x = (')
+      res.raw.end()
+    })
     const r = await postMessage(h.url, sid, { content: 'x' })
     t.equal(stdoutOf(r.events), 'one\n')
-    t.match(ofType(r.events, 'error').map((e) => e.data.evalue), [/ended before the reply was complete/])
+    t.match(
+      ofType(r.events, 'error').map((e) => e.data.evalue),
+      [/ended before the reply was complete/],
+    )
     endsOnce(t, r.events, 'error')
   })
 
   t.test('malformed chunks', async (t) => {
-    llm.script((_req, res) => { res.token('print("ok")\n'); res.data('{"choices": [ broken'); res.end() })
+    llm.script((_req, res) => {
+      res.token('print("ok")\n')
+      res.data('{"choices": [ broken')
+      res.end()
+    })
     const r = await postMessage(h.url, sid, { content: 'x' })
     const err = ofType(r.events, 'error')
     t.equal(err.length, 1)
@@ -122,21 +144,32 @@ t.test('model failures', async (t) => {
     t.teardown(never.open)
     let closed = false
     llm.script(async (_req, res) => {
-      res.raw.on('close', () => { closed = true })
+      res.raw.on('close', () => {
+        closed = true
+      })
       res.token('import time\nprint("start")\ntime.sleep(60)\nprint("late")\n')
       await never.promise
     })
-    let interrupted: Promise<unknown> | null = null
-    const r = await postMessage(h.url, sid, { content: 'x' }, {
-      until: (e) => {
-        if (e.event === 'stdout' && !interrupted) interrupted = api(h.url, 'POST', `/v1/sessions/${sid}/interrupt`)
-        return e.event === 'done'
+    // Assigned in the callback below: the assertion keeps TS from narrowing it to `null` for good.
+    let interrupted = null as Promise<unknown> | null
+    const r = await postMessage(
+      h.url,
+      sid,
+      { content: 'x' },
+      {
+        until: (e) => {
+          if (e.event === 'stdout' && !interrupted) interrupted = api(h.url, 'POST', `/v1/sessions/${sid}/interrupt`)
+          return e.event === 'done'
+        },
       },
-    })
+    )
     const ir = (await interrupted) as { status: number }
     t.ok(ir.status < 300, `interrupt answered ${ir.status}`)
     t.equal(stdoutOf(r.events), 'start\n')
-    t.same(ofType(r.events, 'error').map((e) => e.data.ename), ['KeyboardInterrupt'])
+    t.same(
+      ofType(r.events, 'error').map((e) => e.data.ename),
+      ['KeyboardInterrupt'],
+    )
     endsOnce(t, r.events, 'interrupted')
     t.ok(closed, 'the model stream was abandoned')
     await stillUsable(t, h.url, sid)
@@ -145,7 +178,10 @@ t.test('model failures', async (t) => {
   t.test('the turn timeout', async (t) => {
     const never = gate()
     t.teardown(never.open)
-    llm.script(async (_req, res) => { res.token('print("waiting")\n'); await never.promise })
+    llm.script(async (_req, res) => {
+      res.token('print("waiting")\n')
+      await never.promise
+    })
     const r = await postMessage(h.url, sid, { content: 'x', timeout_s: 1 })
     endsOnce(t, r.events, 'timeout')
     await stillUsable(t, h.url, sid)
@@ -171,12 +207,18 @@ t.test('model failures', async (t) => {
   t.test('on_disconnect: cancel ends the turn with an error and one done', async (t) => {
     const never = gate()
     t.teardown(never.open)
-    llm.script(async (_req, res) => { res.token('import time\nprint("first")\ntime.sleep(60)\n'); await never.promise })
+    llm.script(async (_req, res) => {
+      res.token('import time\nprint("first")\ntime.sleep(60)\n')
+      await never.promise
+    })
     const ac = new AbortController()
     const first = await postMessage(h.url, sid, { content: 'x', on_disconnect: 'cancel' }, { signal: ac.signal, until: (e) => e.event === 'stdout' })
     ac.abort()
     const all = await resume(h.url, first.location!)
-    t.same(ofType(all, 'error').map((e) => e.data.ename), ['KeyboardInterrupt', 'TurnCancelled'])
+    t.same(
+      ofType(all, 'error').map((e) => e.data.ename),
+      ['KeyboardInterrupt', 'TurnCancelled'],
+    )
     endsOnce(t, all, 'interrupted')
     await stillUsable(t, h.url, sid)
   })

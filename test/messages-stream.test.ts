@@ -12,7 +12,7 @@ t.test('stream mode', async (t) => {
   const h = await startApp(t, { OPENAI_BASE_URL: llm.baseURL, OPENAI_API_KEY: 'sk-test-0000', REPLCAST_MODEL: 'fake-coder' })
   const sid = await createSession(h.url)
 
-  t.test('the first statement\'s output reaches the client while the model is still streaming', async (t) => {
+  t.test("the first statement's output reaches the client while the model is still streaming", async (t) => {
     const rest = gate()
     let modelFinished = false
     llm.script(async (_req, res) => {
@@ -26,12 +26,20 @@ t.test('stream mode', async (t) => {
     // A safety valve so a broken implementation fails instead of hanging.
     const valve = setTimeout(() => rest.open(), 20_000)
     let finishedWhenFirstSeen: boolean | null = null
-    const r = await postMessage(h.url, sid, { content: 'say first, then second' }, {
-      until: (e) => {
-        if (e.event === 'stdout' && e.data.text.includes('first') && finishedWhenFirstSeen === null) { finishedWhenFirstSeen = modelFinished; rest.open() }
-        return e.event === 'done'
+    const r = await postMessage(
+      h.url,
+      sid,
+      { content: 'say first, then second' },
+      {
+        until: (e) => {
+          if (e.event === 'stdout' && e.data.text.includes('first') && finishedWhenFirstSeen === null) {
+            finishedWhenFirstSeen = modelFinished
+            rest.open()
+          }
+          return e.event === 'done'
+        },
       },
-    })
+    )
     clearTimeout(valve)
     t.equal(r.status, 200)
     t.match(r.location, /^\/v1\/sessions\/ses_\w+\/executions\/exe_\w+$/)
@@ -61,14 +69,17 @@ t.test('stream mode', async (t) => {
     llm.script((_req, res) => res.stream(tokens('import time\nprint("a")\ntime.sleep(1)\nprint("b")\n', 6)))
     const r = await postMessage(h.url, sid, { content: 'pause' })
     const outs = ofType(r.events, 'stdout')
-    t.same(outs.map((e) => e.data.text), ['a\n', 'b\n'])
+    t.same(
+      outs.map((e) => e.data.text),
+      ['a\n', 'b\n'],
+    )
     const gap = outs[1]!.at - outs[0]!.at
     t.ok(gap >= 900, `gap between a and b is ${Math.round(gap)} ms`)
     t.equal(r.events.at(-1)!.data.status, 'ok')
   })
 
   t.test('markdown fences and prose lines do not break the run', async (t) => {
-    const reply = 'Sure! Here\'s the code:\n```python\nimport math\nprint(math.factorial(20))\n```\nThis prints 20 factorial.\n'
+    const reply = "Sure! Here's the code:\n```python\nimport math\nprint(math.factorial(20))\n```\nThis prints 20 factorial.\n"
     llm.script((_req, res) => res.stream(tokens(reply, 5)))
     const r = await postMessage(h.url, sid, { content: '20!' })
     t.equal(stdoutOf(r.events), '2432902008176640000\n')
@@ -86,7 +97,10 @@ t.test('stream mode', async (t) => {
     const second = await postMessage(h.url, s2, { content: 'add one' })
     t.equal(stdoutOf(second.events), '42\n', 'variables survive between turns')
     const prompt = llm.requests.at(-1)!.messages
-    t.same(prompt.map((m) => m.role), ['system', 'user', 'assistant', 'user'])
+    t.same(
+      prompt.map((m) => m.role),
+      ['system', 'user', 'assistant', 'user'],
+    )
     t.equal(prompt[1]!.content, 'remember 41')
     t.equal(prompt[2]!.content, 'secret = 41\nprint("stored")\n')
     t.match(prompt[3]!.content, /Output:\nstored/, 'the previous output is included')
@@ -94,7 +108,10 @@ t.test('stream mode', async (t) => {
 
     const hist = await api(h.url, 'GET', `/v1/sessions/${s2}/messages`)
     t.equal(hist.status, 200)
-    t.same(hist.body.messages.map((m: any) => m.role), ['user', 'assistant', 'user', 'assistant'])
+    t.same(
+      hist.body.messages.map((m: any) => m.role),
+      ['user', 'assistant', 'user', 'assistant'],
+    )
     t.match(hist.body.messages[1], { content: 'secret = 41\nprint("stored")\n', output: 'stored\n', status: 'ok', mode: 'stream' })
     t.equal(hist.body.messages[3].output, '42\n')
     t.equal(hist.body.messages[1].turn_id, first.location!.split('/').at(-1))
@@ -103,7 +120,10 @@ t.test('stream mode', async (t) => {
     llm.script((_req, res) => res.stream(['print(1)\n']))
     await postMessage(h.url, s2, { content: 'short memory', max_history_length: 2, include_outputs: false })
     const bounded = llm.requests.at(-1)!.messages
-    t.same(bounded.map((m) => m.role), ['system', 'user', 'assistant', 'user'])
+    t.same(
+      bounded.map((m) => m.role),
+      ['system', 'user', 'assistant', 'user'],
+    )
     t.equal(bounded[1]!.content, 'add one')
     t.notMatch(bounded[3]!.content, /Output:/)
 
@@ -111,13 +131,16 @@ t.test('stream mode', async (t) => {
     t.equal(other.status, 404, 'another tenant cannot read the history')
   })
 
-  t.test('JSON answer, Location, and resuming the turn\'s events', async (t) => {
+  t.test("JSON answer, Location, and resuming the turn's events", async (t) => {
     llm.script((_req, res) => res.stream(['print(6 * 7)\n']))
     const r = await api(h.url, 'POST', `/v1/sessions/${sid}/messages`, { content: 'six times seven' })
     t.equal(r.status, 200)
     t.equal(r.body.status, 'ok')
     const types = r.body.events.map((e: any) => e.type)
-    t.same(types.filter((x: string) => x !== 'code'), ['status', 'stdout', 'done'])
+    t.same(
+      types.filter((x: string) => x !== 'code'),
+      ['status', 'stdout', 'done'],
+    )
     t.equal(r.body.events.find((e: any) => e.type === 'stdout').text, '42\n')
     t.equal(r.body.events.find((e: any) => e.type === 'code').step, 1)
     const loc = r.headers.get('location')!
@@ -125,8 +148,14 @@ t.test('stream mode', async (t) => {
     const first = r.body.events[0].id
     const res = await fetch(`${h.url}${loc}/events?after=${first}`, { headers: { authorization: 'Bearer test-key-alpha-0001', accept: 'text/event-stream' } })
     const replay = await readSse(res)
-    t.same(replay.map((e) => e.event), types.slice(1), 'replay after the first event gives the rest, none twice')
-    const end = await fetch(`${h.url}${loc}/events?after=${r.body.events.at(-1).id}`, { headers: { authorization: 'Bearer test-key-alpha-0001', accept: 'text/event-stream' } })
+    t.same(
+      replay.map((e) => e.event),
+      types.slice(1),
+      'replay after the first event gives the rest, none twice',
+    )
+    const end = await fetch(`${h.url}${loc}/events?after=${r.body.events.at(-1).id}`, {
+      headers: { authorization: 'Bearer test-key-alpha-0001', accept: 'text/event-stream' },
+    })
     t.equal(end.status, 204)
   })
 

@@ -34,7 +34,25 @@ t.test('a generated TypeScript client type-checks and drives the live server', a
   await mkdir(dir, { recursive: true })
   await run(bin('openapi-typescript'), ['openapi.yaml', '-o', `${dir}/schema.d.ts`], { cwd: root })
   await writeFile(`${dir}/drive.ts`, DRIVER)
-  await run(bin('tsc'), ['--ignoreConfig', '--noEmit', '--strict', '--module', 'nodenext', '--moduleResolution', 'nodenext', '--target', 'es2023', '--types', 'node', '--skipLibCheck', `${dir}/drive.ts`], { cwd: root })
+  await run(
+    bin('tsc'),
+    [
+      '--ignoreConfig',
+      '--noEmit',
+      '--strict',
+      '--module',
+      'nodenext',
+      '--moduleResolution',
+      'nodenext',
+      '--target',
+      'es2023',
+      '--types',
+      'node',
+      '--skipLibCheck',
+      `${dir}/drive.ts`,
+    ],
+    { cwd: root },
+  )
   const h = await startApp(t)
   const { stdout } = await run(process.execPath, [...process.execArgv, `${dir}/drive.ts`], { cwd: root, env: { ...process.env, BASE_URL: h.url, API_KEY } })
   const out = JSON.parse(stdout.trim().split('\n').pop()!)

@@ -12,7 +12,11 @@ function events(base: string, sid: string, eid: string, lastId?: string, query =
   })
 }
 
-const text = (evs: SseEvent[]) => evs.filter((e) => e.event === 'stdout').map((e) => e.data.text).join('')
+const text = (evs: SseEvent[]) =>
+  evs
+    .filter((e) => e.event === 'stdout')
+    .map((e) => e.data.text)
+    .join('')
 
 t.test('resuming by Last-Event-ID', async (t) => {
   const h = await startApp(t)
@@ -38,9 +42,17 @@ t.test('resuming by Last-Event-ID', async (t) => {
     t.same(ids, [...ids].sort(compareIds), 'ids increase')
 
     const full = await readSse(await events(h.url, sid, eid))
-    t.same(full.map((e) => e.id), ids, 'a replay from the start returns the same events')
+    t.same(
+      full.map((e) => e.id),
+      ids,
+      'a replay from the start returns the same events',
+    )
     const viaQuery = await readSse(await events(h.url, sid, eid, undefined, `?after=${encodeURIComponent(lastId)}`))
-    t.same(viaQuery.map((e) => e.id), rest.map((e) => e.id), '?after= works like Last-Event-ID')
+    t.same(
+      viaQuery.map((e) => e.id),
+      rest.map((e) => e.id),
+      '?after= works like Last-Event-ID',
+    )
 
     const atEnd = await events(h.url, sid, eid, all.at(-1)!.id)
     t.equal(atEnd.status, 204, 'resuming at done answers 204 so EventSource stops')
@@ -74,7 +86,13 @@ t.test('resuming by Last-Event-ID', async (t) => {
     const wrongExecution = await fetch(url(b.body.id, minted.body.token), { headers: { accept: 'text/event-stream' } })
     t.equal(wrongExecution.status, 401, 'the token is for one execution only')
     await wrongExecution.text()
-    const tampered = await fetch(url(a.body.id, minted.body.token.replace(/.$/, (c: string) => (c === 'A' ? 'B' : 'A'))), { headers: { accept: 'text/event-stream' } })
+    const tampered = await fetch(
+      url(
+        a.body.id,
+        minted.body.token.replace(/.$/, (c: string) => (c === 'A' ? 'B' : 'A')),
+      ),
+      { headers: { accept: 'text/event-stream' } },
+    )
     t.equal(tampered.status, 401, 'a tampered token is refused')
     await tampered.text()
     const elsewhere = await api(h.url, 'GET', `/v1/sessions/${sid}?access_token=${encodeURIComponent(minted.body.token)}`, undefined, { key: '' })
@@ -89,7 +107,9 @@ t.test('resuming by Last-Event-ID', async (t) => {
     const largest = await events(h.url, sid, ex.body.id, '18446744073709551615-18446744073709551615')
     t.equal(largest.status, 204, 'nothing follows the largest id of an ended execution')
     await largest.text()
-    const bad = await fetch(`${h.url}/v1/sessions/${sid}/executions/exe_AAAAAAAAAAAAAAAAAAAA/events`, { headers: { authorization: `Bearer ${API_KEY}`, accept: 'text/event-stream' } })
+    const bad = await fetch(`${h.url}/v1/sessions/${sid}/executions/exe_AAAAAAAAAAAAAAAAAAAA/events`, {
+      headers: { authorization: `Bearer ${API_KEY}`, accept: 'text/event-stream' },
+    })
     t.equal(bad.status, 404)
     t.equal((await bad.json()).code, 'execution_not_found')
   })

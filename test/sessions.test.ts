@@ -12,12 +12,22 @@ t.test('sessions', async (t) => {
     const r = await fetch(`${h.url}/v1/sessions`, { method: 'POST', headers: { authorization: `Bearer ${API_KEY}` } })
     t.equal(r.status, 201)
     const s = await r.json()
-    t.match(s, { status: 'ready', runtime: h.config.SANDBOX_RUNTIME, idle_timeout_s: h.config.IDLE_TIMEOUT_S, limits: { memory_mb: h.config.SANDBOX_MEMORY_MB } })
+    t.match(s, {
+      status: 'ready',
+      runtime: h.config.SANDBOX_RUNTIME,
+      idle_timeout_s: h.config.IDLE_TIMEOUT_S,
+      limits: { memory_mb: h.config.SANDBOX_MEMORY_MB },
+    })
     await api(h.url, 'DELETE', `/v1/sessions/${s.id}`)
   })
 
   t.test('create, get, list and delete; the container is gone afterwards', async (t) => {
-    const r = await api(h.url, 'POST', '/v1/sessions', { idle_timeout_s: 120, limits: { memory_mb: 256, cpus: 0.5 }, metadata: { purpose: 'test' }, env: { GREETING: 'hello' } })
+    const r = await api(h.url, 'POST', '/v1/sessions', {
+      idle_timeout_s: 120,
+      limits: { memory_mb: 256, cpus: 0.5 },
+      metadata: { purpose: 'test' },
+      env: { GREETING: 'hello' },
+    })
     t.equal(r.status, 201)
     t.equal(r.headers.get('location'), `/v1/sessions/${r.body.id}`)
     t.match(r.body, { status: 'ready', runtime: 'runc', idle_timeout_s: 120, limits: { memory_mb: 256, cpus: 0.5, pids: 128 }, metadata: { purpose: 'test' } })
@@ -51,7 +61,10 @@ t.test('sessions', async (t) => {
     const del = await api(h.url, 'DELETE', `/v1/sessions/${sid}`)
     t.equal(del.status, 204)
     t.equal((await api(h.url, 'GET', `/v1/sessions/${sid}`)).status, 404)
-    t.notOk((await containersOf(h.deployment)).some((c) => c.Id === mine.Id), 'container removed')
+    t.notOk(
+      (await containersOf(h.deployment)).some((c) => c.Id === mine.Id),
+      'container removed',
+    )
     t.equal((await api(h.url, 'DELETE', `/v1/sessions/${sid}`)).status, 404, 'deleting twice is a 404')
   })
 
@@ -59,7 +72,13 @@ t.test('sessions', async (t) => {
     const sid = await createSession(h.url)
     const ex = await api(h.url, 'POST', `/v1/sessions/${sid}/executions`, { code: 'secret = 1' })
     const eid = ex.body.id
-    for (const [method, path] of [['GET', `/v1/sessions/${sid}`], ['DELETE', `/v1/sessions/${sid}`], ['POST', `/v1/sessions/${sid}/interrupt`], ['POST', `/v1/sessions/${sid}/restart`], ['GET', `/v1/sessions/${sid}/executions/${eid}`]] as const) {
+    for (const [method, path] of [
+      ['GET', `/v1/sessions/${sid}`],
+      ['DELETE', `/v1/sessions/${sid}`],
+      ['POST', `/v1/sessions/${sid}/interrupt`],
+      ['POST', `/v1/sessions/${sid}/restart`],
+      ['GET', `/v1/sessions/${sid}/executions/${eid}`],
+    ] as const) {
       const r = await api(h.url, method, path, undefined, { key: OTHER_KEY })
       t.equal(r.status, 404, `${method} ${path}`)
       t.equal(r.body.code, 'session_not_found')
@@ -81,7 +100,13 @@ t.test('sessions', async (t) => {
     const wrong = await api(h.url, 'GET', '/v1/sessions', undefined, { key: 'not-a-real-key-123' })
     t.equal(wrong.status, 401)
     // The same routes reached through other spellings of the URL are still authenticated.
-    for (const [method, target] of [['GET', `http://x${'/v1/sessions'}`], ['GET', '/%761/sessions'], ['POST', '/%761/sessions'], ['GET', '/v1//sessions'], ['GET', '/v1/sessions/../sessions']]) {
+    for (const [method, target] of [
+      ['GET', `http://x${'/v1/sessions'}`],
+      ['GET', '/%761/sessions'],
+      ['POST', '/%761/sessions'],
+      ['GET', '/v1//sessions'],
+      ['GET', '/v1/sessions/../sessions'],
+    ]) {
       const status = await rawRequest(h.url, method!, target!)
       t.ok(status === 401 || status === 404, `${method} ${target} → ${status} (never served without a key)`)
     }
@@ -106,7 +131,11 @@ t.test('sessions', async (t) => {
     const plain = await api(h.url, 'POST', '/v1/sessions', 'hello', { headers: { 'content-type': 'text/plain' } })
     t.equal(plain.status, 415)
     t.equal(plain.body.code, 'unsupported_media_type')
-    const badUtf8 = await fetch(`${h.url}/v1/sessions`, { method: 'POST', headers: { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json' }, body: Buffer.from([0x7b, 0xff, 0x7d]) })
+    const badUtf8 = await fetch(`${h.url}/v1/sessions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json' },
+      body: Buffer.from([0x7b, 0xff, 0x7d]),
+    })
     t.equal(badUtf8.status, 400)
     t.equal((await badUtf8.json()).code, 'bad_request')
     const tooBig = await api(h.url, 'POST', '/v1/sessions/ses_AAAAAAAAAAAAAAAAAAAA/executions', { code: 'x'.repeat(11 * 1024 * 1024) })
@@ -149,7 +178,10 @@ t.test('sessions', async (t) => {
 function rawRequest(base: string, method: string, target: string): Promise<number> {
   const { hostname, port } = new URL(base)
   return new Promise((resolve, reject) => {
-    const req = request({ host: hostname, port, method, path: target }, (res) => { res.resume(); resolve(res.statusCode ?? 0) })
+    const req = request({ host: hostname, port, method, path: target }, (res) => {
+      res.resume()
+      resolve(res.statusCode ?? 0)
+    })
     req.on('error', reject)
     req.end()
   })

@@ -4,13 +4,32 @@ import { AppError } from '../src/errors.js'
 import { checkCeilings, parseTenantLimits } from '../src/tenants.js'
 
 const CONFIG = {
-  TENANT_MAX_SESSIONS: 20, TENANT_MAX_CONCURRENT_EXECUTIONS: 10, TENANT_RATE_PER_MIN: 1200, MAX_MEMORY_MB: 2048, MAX_CPUS: 2,
-  MAX_PIDS: 512, MAX_WORKSPACE_MB: 256, MAX_EXEC_TIMEOUT_S: 3600, MAX_OUTPUT_BYTES: 1_000_000, MAX_IDLE_TIMEOUT_S: 86400,
+  TENANT_MAX_SESSIONS: 20,
+  TENANT_MAX_CONCURRENT_EXECUTIONS: 10,
+  TENANT_RATE_PER_MIN: 1200,
+  MAX_MEMORY_MB: 2048,
+  MAX_CPUS: 2,
+  MAX_PIDS: 512,
+  MAX_WORKSPACE_MB: 256,
+  MAX_EXEC_TIMEOUT_S: 3600,
+  MAX_OUTPUT_BYTES: 1_000_000,
+  MAX_IDLE_TIMEOUT_S: 86400,
 }
 
 t.test('without overrides every tenant gets the config defaults', async (t) => {
   const p = parseTenantLimits('', CONFIG)
-  t.match(p.for('anyone'), { max_sessions: 20, max_concurrent_executions: 10, rate_per_min: 1200, max_memory_mb: 2048, max_cpus: 2, max_pids: 512, max_workspace_mb: 256, max_exec_timeout_s: 3600, max_output_bytes: 1_000_000, max_idle_timeout_s: 86400 })
+  t.match(p.for('anyone'), {
+    max_sessions: 20,
+    max_concurrent_executions: 10,
+    rate_per_min: 1200,
+    max_memory_mb: 2048,
+    max_cpus: 2,
+    max_pids: 512,
+    max_workspace_mb: 256,
+    max_exec_timeout_s: 3600,
+    max_output_bytes: 1_000_000,
+    max_idle_timeout_s: 86400,
+  })
 })
 
 t.test('a tenant\'s overrides win over "*", which wins over the defaults', async (t) => {
@@ -33,7 +52,15 @@ t.test('bad overrides stop the start with a message naming the tenant and field'
 t.test('a request above a ceiling is a 400 limit_exceeded that names the limit', async (t) => {
   const limits = parseTenantLimits('{"small": {"max_memory_mb": 256, "max_exec_timeout_s": 10, "max_output_bytes": 4096}}', CONFIG).for('small')
   t.doesNotThrow(() => checkCeilings(limits, { 'limits.memory_mb': 256, timeout_s: 10, 'limits.output_bytes': 4096 }), 'at the ceiling is fine')
-  for (const [name, value, max] of [['limits.memory_mb', 257, 256], ['timeout_s', 10.5, 10], ['limits.output_bytes', 4097, 4096], ['limits.pids', 513, 512], ['limits.workspace_mb', 257, 256], ['limits.cpus', 2.5, 2], ['idle_timeout_s', 86401, 86400]] as const) {
+  for (const [name, value, max] of [
+    ['limits.memory_mb', 257, 256],
+    ['timeout_s', 10.5, 10],
+    ['limits.output_bytes', 4097, 4096],
+    ['limits.pids', 513, 512],
+    ['limits.workspace_mb', 257, 256],
+    ['limits.cpus', 2.5, 2],
+    ['idle_timeout_s', 86401, 86400],
+  ] as const) {
     try {
       checkCeilings(limits, { [name]: value })
       t.fail(`${name}=${value} should be refused`)

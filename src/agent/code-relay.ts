@@ -8,7 +8,7 @@ export class CodeRelay {
   code = ''
   private buffered = ''
   private flushing: Promise<void> | null = null
-  private failure: unknown = null
+  private failure: Error | null = null
 
   constructor(private readonly log: DrivenLog, private readonly run: StreamedRun, private readonly step: number) {}
 
@@ -39,7 +39,7 @@ export class CodeRelay {
         this.run.write(text)
       }
     } catch (e) {
-      this.failure = e
+      this.failure = e instanceof Error ? e : new Error(String(e))
     } finally {
       this.flushing = null // in the same tick as the last check of `buffered`: no piece is left behind
     }

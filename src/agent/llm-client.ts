@@ -118,7 +118,7 @@ class IdleWatch {
     if (signal.aborted) { p.catch(() => undefined); throw signal.reason }
     let onAbort: (() => void) | null = null
     try {
-      return await Promise.race([p, new Promise<never>((_, reject) => { onAbort = () => reject(signal.reason); signal.addEventListener('abort', onAbort, { once: true }) })])
+      return await Promise.race([p, new Promise<never>((_, reject) => { onAbort = () => reject(asError(signal.reason)); signal.addEventListener('abort', onAbort, { once: true }) })])
     } finally {
       if (onAbort) signal.removeEventListener('abort', onAbort)
       p.catch(() => undefined)
@@ -145,5 +145,8 @@ function toLlmError(err: unknown, idle: IdleWatch, opts: CallOptions): LlmError 
   if (err instanceof SyntaxError) return new LlmError('the model\'s stream sent a malformed chunk', 'protocol', { cause: err })
   return new LlmError(`the model call failed: ${firstLine(err instanceof Error ? err.message : String(err))}`, 'connection', { cause: err })
 }
+
+/** An abort reason as an Error (reasons set here always are; a caller's may not be). */
+const asError = (reason: unknown): Error => (reason instanceof Error ? reason : new Error(String(reason)))
 
 const firstLine = (s: string) => s.split('\n')[0]!.slice(0, 300)

@@ -44,7 +44,7 @@ export interface StepOutput {
   error: { ename: string; evalue: string; traceback: string[] } | null
 }
 
-export function renderOutput(o: StepOutput, maxChars: number): string {
+function renderOutput(o: StepOutput, maxChars: number): string {
   const parts: string[] = []
   if (o.output) parts.push(o.output)
   if (o.error) parts.push(o.error.traceback.length ? o.error.traceback.join('\n') : `${o.error.ename}: ${o.error.evalue}`)

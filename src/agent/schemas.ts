@@ -11,7 +11,7 @@ import {
 const d = DEFAULT_SUB_CALL_BUDGET
 const c = SUB_CALL_CEILINGS
 
-export const LlmBudget = Type.Object({
+const LlmBudget = Type.Object({
   max_calls: Type.Optional(Type.Integer({ minimum: 0, maximum: c.max_calls, description: `Prompts sandbox code may send with llm_query/llm_batch in this turn (default ${d.max_calls})` })),
   max_concurrency: Type.Optional(Type.Integer({ minimum: 1, maximum: c.max_concurrency, description: `Prompts in flight at once; more wait (default ${d.max_concurrency})` })),
   timeout_s: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: c.timeout_s, description: `Seconds one prompt may take (default ${d.timeout_s})` })),

@@ -3,6 +3,8 @@
 import type { EventPayload } from '../sessions/index.js'
 import type { StepOutput } from './prompts.js'
 
+const str = (v: unknown): string => (typeof v === 'string' ? v : '')
+
 /** Output kept per step for the model and the history (the model sees a truncated part of it). */
 const STEP_OUTPUT_KEEP_CHARS = 200_000
 
@@ -15,12 +17,12 @@ export class StepCollector {
   /** Takes one event of the step; false when it must stay out of the turn's log. */
   take(e: EventPayload): boolean {
     switch (e.type) {
-      case 'stdout': case 'stderr': this.keep(String(e.text ?? '')); break
-      case 'result': this.keep(`${String((e.data as Record<string, unknown> | undefined)?.['text/plain'] ?? '')}\n`); break
-      case 'final': this.final = String(e.value ?? ''); break
+      case 'stdout': case 'stderr': this.keep(str(e.text)); break
+      case 'result': this.keep(`${str((e.data as Record<string, unknown> | undefined)?.['text/plain'])}\n`); break
+      case 'final': this.final = str(e.value); break
       case 'error':
         if (this.poisoned && e.ename === 'SyntaxError') return false
-        if (e.ename !== 'LLMError') this.output.error = { ename: String(e.ename ?? 'Error'), evalue: String(e.evalue ?? ''), traceback: Array.isArray(e.traceback) ? e.traceback.map(String) : [] }
+        if (e.ename !== 'LLMError') this.output.error = { ename: str(e.ename) || 'Error', evalue: str(e.evalue), traceback: Array.isArray(e.traceback) ? e.traceback.map(str) : [] }
         break
     }
     return true

@@ -5,6 +5,7 @@
 // the host decides: self-correct (stream mode), continue (agent mode) or stop. The turn's log
 // ends with exactly one `done`, whatever happens.
 import type { Logger } from 'pino'
+import { untilAborted } from '../abort.js'
 import { AppError } from '../errors.js'
 import type { DoneStatusT } from '../schemas.js'
 import type { DrivenLog, EventPayload, Executions, StreamedRun } from '../sessions/index.js'
@@ -248,16 +249,6 @@ export class Turn {
     if (filter.dropped.length) this.deps.log.debug({ turnId: this.id, dropped: filter.dropped }, 'non-code lines dropped from the model reply')
     return { code: relay.code, llmError }
   }
-}
-
-/** Resolves with `p`'s value, or null as soon as `signal` aborts. */
-function untilAborted<T>(p: Promise<T>, signal: AbortSignal): Promise<T | null> {
-  if (signal.aborted) return Promise.resolve(null)
-  return new Promise<T | null>((resolve, reject) => {
-    const onAbort = () => resolve(null)
-    signal.addEventListener('abort', onAbort, { once: true })
-    p.then((v) => { signal.removeEventListener('abort', onAbort); resolve(v) }, (e: unknown) => { signal.removeEventListener('abort', onAbort); reject(e) })
-  })
 }
 
 /** Joins consecutive messages of one role: some chat templates insist that roles alternate. */

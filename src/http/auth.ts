@@ -11,7 +11,7 @@ declare module 'fastify' {
   interface FastifyRequest { tenant: string }
 }
 
-export function tenantForKey(config: Config, key: string): string | null {
+function tenantForKey(config: Config, key: string): string | null {
   const presented = Buffer.from(hashApiKey(key), 'hex')
   let found: string | null = null
   for (const [hash, tenant] of config.apiKeys) {

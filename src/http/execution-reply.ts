@@ -16,7 +16,7 @@ export async function replyWithExecution(req: FastifyRequest, reply: FastifyRepl
 }
 
 /** Aborts when the client's connection closes (the response's close; the request's fires after its body). */
-export function closeSignal(reply: FastifyReply): AbortSignal {
+function closeSignal(reply: FastifyReply): AbortSignal {
   const ac = new AbortController()
   reply.raw.once('close', () => ac.abort())
   return ac.signal

@@ -40,7 +40,7 @@ export function frameworkErrorHandler(err: FastifyError, _req: FastifyRequest, r
 
 function toAppError(err: FastifyError | AppError): AppError {
   if (err instanceof AppError) return err
-  const fe = err as FastifyError
+  const fe = err
   if (fe.validation) return new AppError('validation_failed', `${fe.validationContext ?? 'request'}${fe.validation[0]?.instancePath ?? ''} ${fe.validation[0]?.message ?? 'is invalid'}`.trim())
   switch (fe.code) {
     case 'FST_ERR_CTP_BODY_TOO_LARGE': return new AppError('payload_too_large', 'the request body is larger than the server accepts')

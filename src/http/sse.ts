@@ -1,6 +1,7 @@
 // The one place that touches @fastify/sse's edges: every send races the client's
 // disconnect (a send to a gone client can hang), open streams are ended on shutdown.
 import type { FastifyReply, FastifyRequest } from 'fastify'
+import { untilAborted } from '../abort.js'
 import type { LoggedEvent } from '../store/redis-store.js'
 
 export class SseStreams {
@@ -23,7 +24,7 @@ export class SseStreams {
       if (this.shuttingDown) return
       await follow(async (e) => {
         const { id, type, seq: _seq, ...payload } = e
-        await raceAbort(sse.send({ id, event: type, data: { type, ...payload } }), ac.signal)
+        await untilAborted(sse.send({ id, event: type, data: { type, ...payload } }), ac.signal)
       }, ac.signal)
     } finally {
       reply.raw.off('close', abort)
@@ -35,18 +36,9 @@ export class SseStreams {
   async closeAll(): Promise<void> {
     this.shuttingDown = true
     await Promise.all([...this.open].map(async ({ ac, reply }) => {
-      try { await raceAbort(reply.sse.send({ event: 'shutdown', data: { reason: 'server shutting down; reconnect with Last-Event-ID' }, retry: 1000 }), AbortSignal.timeout(1000)) } catch { /* client gone */ }
+      try { await untilAborted(reply.sse.send({ event: 'shutdown', data: { reason: 'server shutting down; reconnect with Last-Event-ID' }, retry: 1000 }), AbortSignal.timeout(1000)) } catch { /* client gone */ }
       ac.abort()
       try { reply.sse.close() } catch { /* already closed */ }
     }))
   }
-}
-
-function raceAbort<T>(p: Promise<T>, signal: AbortSignal): Promise<T | void> {
-  if (signal.aborted) return Promise.resolve()
-  return new Promise<T | void>((resolve, reject) => {
-    const onAbort = () => resolve()
-    signal.addEventListener('abort', onAbort, { once: true })
-    p.then((v) => { signal.removeEventListener('abort', onAbort); resolve(v) }, (e) => { signal.removeEventListener('abort', onAbort); reject(e) })
-  })
 }

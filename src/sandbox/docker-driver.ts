@@ -57,7 +57,7 @@ export class DockerSandboxDriver {
 
   /** The REPL's stdout as kept by the container's log driver since `sinceMs` (frames written while no one was attached). */
   async readStdoutLog(containerId: string, sinceMs: number): Promise<Buffer> {
-    const raw = (await this.docker.getContainer(containerId).logs({ stdout: true, stderr: false, follow: false, since: Math.max(0, Math.floor(sinceMs / 1000) - 1) })) as unknown as Buffer
+    const raw = await this.docker.getContainer(containerId).logs({ stdout: true, stderr: false, follow: false, since: Math.max(0, Math.floor(sinceMs / 1000) - 1) })
     const parts: Buffer[] = []
     new DockerDemuxer((b) => parts.push(Buffer.from(b)), () => undefined).push(Buffer.isBuffer(raw) ? raw : Buffer.from(String(raw)))
     return Buffer.concat(parts)
@@ -175,7 +175,7 @@ function dockerOptions(host: string): Docker.DockerOptions {
   return { host: url.hostname, port: Number(url.port || 2375), protocol: 'http' }
 }
 
-export function statusOf(err: unknown): number | undefined {
+function statusOf(err: unknown): number | undefined {
   return (err as { statusCode?: number })?.statusCode
 }
 

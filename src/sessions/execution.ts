@@ -5,16 +5,22 @@ import type { ReplFrame } from '../repl/protocol.js'
 
 export type EventPayload = { type: string; [k: string]: unknown }
 
+/** A frame's field as text: strings as they are, numbers and booleans printed, anything else `fallback`. */
+function text(v: unknown, fallback: string): string {
+  if (typeof v === 'string') return v
+  return typeof v === 'number' || typeof v === 'boolean' ? String(v) : fallback
+}
+
 /** Maps a REPL frame to the API event it becomes (null: not shown to clients). */
 export function frameToEvent(f: ReplFrame, defaultModel: string): EventPayload | null {
   const seq = typeof f.seq === 'number' ? { seq: f.seq } : {}
   switch (f.type) {
-    case 'stream': return { type: f.name === 'stderr' ? 'stderr' : 'stdout', text: String(f.text ?? ''), ...seq }
+    case 'stream': return { type: f.name === 'stderr' ? 'stderr' : 'stdout', text: text(f.text, ''), ...seq }
     case 'result': return { type: 'result', execution_count: f.execution_count, data: f.data ?? {}, ...seq }
     case 'display': return { type: 'display', data: f.data ?? {}, metadata: f.metadata ?? {}, ...seq }
-    case 'error': return { type: 'error', ename: String(f.ename ?? 'Error'), evalue: String(f.evalue ?? ''), traceback: Array.isArray(f.traceback) ? f.traceback.map(String) : [], ...seq }
-    case 'limit': return { type: 'limit', what: String(f.what ?? 'output'), dropped_bytes: Number(f.dropped_bytes ?? 0), ...seq }
-    case 'final': return { type: 'final', value: String(f.value ?? ''), ...seq }
+    case 'error': return { type: 'error', ename: text(f.ename, 'Error'), evalue: text(f.evalue, ''), traceback: Array.isArray(f.traceback) ? f.traceback.map((l) => text(l, '')) : [], ...seq }
+    case 'limit': return { type: 'limit', what: text(f.what, 'output'), dropped_bytes: Number(f.dropped_bytes ?? 0), ...seq }
+    case 'final': return { type: 'final', value: text(f.value, ''), ...seq }
     case 'llm_request': return { type: 'llm_call', prompts: Array.isArray(f.prompts) ? f.prompts.length : 0, model: typeof f.model === 'string' && f.model ? f.model : defaultModel, ...seq }
     default: return null
   }

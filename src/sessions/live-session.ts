@@ -7,10 +7,10 @@ import type { PendingExecution } from './execution.js'
  * (restart, delete, its exit was seen), so the channel closing is expected. released: let go
  * (detached, replaced, deleted, or the service closed); nothing here acts on it any more.
  */
-export type LiveState = 'attached' | 'stopping' | 'released'
+type LiveState = 'attached' | 'stopping' | 'released'
 
 /** The runner's state of a session's executions; only ExecutionRunner reads or changes it. */
-export interface SessionWork {
+interface SessionWork {
   queue: PendingExecution[]
   running: PendingExecution | null
   /** Submits between their checks and their place in the queue (their Redis writes are in flight). */

@@ -204,7 +204,7 @@ export class RedisStore {
     const p = this.redis.pipeline()
     for (const sid of sids) p.eval(ACQUIRE_LEASE, 1, this.keys.lease(sid), instanceId, ttlMs)
     const res = (await p.exec()) ?? []
-    return sids.map((sid, i) => [sid, String(res[i]?.[1] ?? instanceId)])
+    return sids.map((sid, i) => { const holder = res[i]?.[1]; return [sid, typeof holder === 'string' ? holder : instanceId] })
   }
 
   async leaseHolder(sid: string): Promise<string | null> {

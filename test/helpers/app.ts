@@ -39,12 +39,18 @@ export async function startApp(t: Test, env: Record<string, string> = {}): Promi
   const tag = randomBytes(4).toString('hex')
   const prefix = env.REPLCAST_KEY_PREFIX ?? `replcast-test-${tag}:`
   const deployment = env.REPLCAST_DEPLOYMENT ?? `test-${tag}`
-  const config = loadConfig(testEnv({ REPLCAST_INSTANCE_ID: `test-instance-${tag}`, PORT: '0', ...env, REPLCAST_KEY_PREFIX: prefix, REPLCAST_DEPLOYMENT: deployment }))
+  const config = loadConfig(
+    testEnv({ REPLCAST_INSTANCE_ID: `test-instance-${tag}`, PORT: '0', ...env, REPLCAST_KEY_PREFIX: prefix, REPLCAST_DEPLOYMENT: deployment }),
+  )
   const redis = new Redis(config.REDIS_URL)
   let app: Awaited<ReturnType<typeof buildApp>> | null = null
   let port = 0
   const h: Harness = {
-    url: '', config, deployment, prefix, redis,
+    url: '',
+    config,
+    deployment,
+    prefix,
+    redis,
     async start() {
       app = await buildApp({ config: { ...config, PORT: port }, logger: pino({ level: config.LOG_LEVEL }) })
       await app.listen({ host: '127.0.0.1', port })
@@ -52,8 +58,14 @@ export async function startApp(t: Test, env: Record<string, string> = {}): Promi
       port = typeof addr === 'object' && addr ? addr.port : port
       h.url = `http://127.0.0.1:${port}`
     },
-    async stop() { await app?.close(); app = null },
-    async restart() { await h.stop(); await h.start() },
+    async stop() {
+      await app?.close()
+      app = null
+    },
+    async restart() {
+      await h.stop()
+      await h.start()
+    },
   }
   await h.start()
   const owns = env.REPLCAST_KEY_PREFIX === undefined
@@ -72,7 +84,14 @@ export async function startApp(t: Test, env: Record<string, string> = {}): Promi
 export async function removeDeployment(deployment: string): Promise<void> {
   const docker = new Docker()
   const list = await docker.listContainers({ all: true, filters: { label: [`${LABEL.deployment}=${deployment}`] } })
-  await Promise.all(list.map((c) => docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined)))
+  await Promise.all(
+    list.map((c) =>
+      docker
+        .getContainer(c.Id)
+        .remove({ force: true })
+        .catch(() => undefined),
+    ),
+  )
 }
 
 export async function containersOf(deployment: string): Promise<Docker.ContainerInfo[]> {

@@ -2,17 +2,36 @@
 // when each event arrived.
 import { API_KEY } from './app.js'
 
-export interface SseEvent { id: string; event: string; data: any; at: number }
+export interface SseEvent {
+  id: string
+  event: string
+  data: any
+  at: number
+}
 
-export async function api(base: string, method: string, path: string, body?: unknown, opts: { key?: string; headers?: Record<string, string> } = {}): Promise<{ status: number; body: any; headers: Headers }> {
+export async function api(
+  base: string,
+  method: string,
+  path: string,
+  body?: unknown,
+  opts: { key?: string; headers?: Record<string, string> } = {},
+): Promise<{ status: number; body: any; headers: Headers }> {
   const res = await fetch(base + path, {
     method,
-    headers: { ...(opts.key === '' ? {} : { authorization: `Bearer ${opts.key ?? API_KEY}` }), ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...opts.headers },
+    headers: {
+      ...(opts.key === '' ? {} : { authorization: `Bearer ${opts.key ?? API_KEY}` }),
+      ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+      ...opts.headers,
+    },
     body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
   })
   const text = await res.text()
   let parsed: any = text
-  try { parsed = text ? JSON.parse(text) : null } catch { /* not JSON */ }
+  try {
+    parsed = text ? JSON.parse(text) : null
+  } catch {
+    /* not JSON */
+  }
   return { status: res.status, body: parsed, headers: res.headers }
 }
 
@@ -41,15 +60,27 @@ export async function readSse(res: Response, until?: (e: SseEvent) => boolean): 
         else if (field === 'data') data.push(value)
       }
       if (!data.length && !e.id) continue
-      try { e.data = JSON.parse(data.join('\n')) } catch { e.data = data.join('\n') }
+      try {
+        e.data = JSON.parse(data.join('\n'))
+      } catch {
+        e.data = data.join('\n')
+      }
       events.push(e)
-      if (until?.(e)) { await reader.cancel(); return events }
+      if (until?.(e)) {
+        await reader.cancel()
+        return events
+      }
     }
   }
   return events
 }
 
-export async function executeSse(base: string, sid: string, code: string, opts: { key?: string; timeout_s?: number; until?: (e: SseEvent) => boolean } = {}): Promise<{ status: number; location: string | null; events: SseEvent[] }> {
+export async function executeSse(
+  base: string,
+  sid: string,
+  code: string,
+  opts: { key?: string; timeout_s?: number; until?: (e: SseEvent) => boolean } = {},
+): Promise<{ status: number; location: string | null; events: SseEvent[] }> {
   const res = await fetch(`${base}/v1/sessions/${sid}/executions`, {
     method: 'POST',
     headers: { authorization: `Bearer ${opts.key ?? API_KEY}`, 'content-type': 'application/json', accept: 'text/event-stream' },
@@ -65,4 +96,8 @@ export async function createSession(base: string, body: Record<string, unknown> 
   return r.body.id
 }
 
-export const stdoutOf = (events: SseEvent[]) => events.filter((e) => e.event === 'stdout').map((e) => e.data.text).join('')
+export const stdoutOf = (events: SseEvent[]) =>
+  events
+    .filter((e) => e.event === 'stdout')
+    .map((e) => e.data.text)
+    .join('')

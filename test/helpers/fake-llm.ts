@@ -6,7 +6,7 @@ import type { AddressInfo } from 'node:net'
 import { API_KEY } from './app.js'
 import { readSse, type SseEvent } from './client.js'
 
-export interface ChatRequest {
+interface ChatRequest {
   body: any
   messages: Array<{ role: string; content: string }>
   stream: boolean
@@ -19,7 +19,9 @@ export type Handler = (req: ChatRequest, res: FakeResponse) => Promise<void> | v
 /** A deferred: tests hold a stream with `gate.promise` and release it with `gate.open()`. */
 export function gate(): { promise: Promise<void>; open: () => void } {
   let open!: () => void
-  const promise = new Promise<void>((r) => { open = r })
+  const promise = new Promise<void>((r) => {
+    open = r
+  })
   return { promise, open }
 }
 
@@ -28,13 +30,22 @@ let chunkNo = 0
 export class FakeResponse {
   private started = false
   readonly id = `chatcmpl-fake-${++chunkNo}`
-  constructor(readonly raw: ServerResponse, private readonly model: string) {}
+  constructor(
+    readonly raw: ServerResponse,
+    private readonly model: string,
+  ) {}
 
   private begin(): void {
     if (this.started) return
     this.started = true
     this.raw.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' })
-    this.data({ id: this.id, object: 'chat.completion.chunk', created: 1, model: this.model, choices: [{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }] })
+    this.data({
+      id: this.id,
+      object: 'chat.completion.chunk',
+      created: 1,
+      model: this.model,
+      choices: [{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }],
+    })
   }
 
   /** Writes one `data:` line with a raw JSON value. */
@@ -45,7 +56,13 @@ export class FakeResponse {
   /** Streams one content delta (starting the response if needed). */
   token(text: string): void {
     this.begin()
-    this.data({ id: this.id, object: 'chat.completion.chunk', created: 1, model: this.model, choices: [{ index: 0, delta: { content: text }, finish_reason: null }] })
+    this.data({
+      id: this.id,
+      object: 'chat.completion.chunk',
+      created: 1,
+      model: this.model,
+      choices: [{ index: 0, delta: { content: text }, finish_reason: null }],
+    })
   }
 
   /** Ends the stream properly: finish_reason, usage, [DONE]. */
@@ -67,7 +84,16 @@ export class FakeResponse {
   json(text: string, usage = { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 }): void {
     this.started = true
     this.raw.writeHead(200, { 'content-type': 'application/json' })
-    this.raw.end(JSON.stringify({ id: this.id, object: 'chat.completion', created: 1, model: this.model, choices: [{ index: 0, message: { role: 'assistant', content: text }, finish_reason: 'stop' }], usage }))
+    this.raw.end(
+      JSON.stringify({
+        id: this.id,
+        object: 'chat.completion',
+        created: 1,
+        model: this.model,
+        choices: [{ index: 0, message: { role: 'assistant', content: text }, finish_reason: 'stop' }],
+        usage,
+      }),
+    )
   }
 
   /** Answers with an HTTP error (no retry). */
@@ -83,7 +109,9 @@ export class FakeResponse {
     this.raw.socket?.destroy()
   }
 
-  begun(): void { this.begin() }
+  begun(): void {
+    this.begin()
+  }
 }
 
 export interface FakeLlm {
@@ -118,12 +146,15 @@ export async function startFakeLlm(): Promise<FakeLlm> {
     maxInFlight: 0,
     inFlight: 0,
     fallback: (_req, res) => res.stream(['print("fallback")\n']),
-    script: (...h) => { queue.push(...h) },
-    requestArrived: (n) => new Promise((resolve) => {
-      const r = llm.requests[n - 1]
-      if (r) resolve(r)
-      else waiters.push({ n, resolve })
-    }),
+    script: (...h) => {
+      queue.push(...h)
+    },
+    requestArrived: (n) =>
+      new Promise((resolve) => {
+        const r = llm.requests[n - 1]
+        if (r) resolve(r)
+        else waiters.push({ n, resolve })
+      }),
     close: async () => {
       for (const s of sockets) s.destroy()
       await new Promise<void>((r) => server.close(() => r()))
@@ -135,25 +166,43 @@ export async function startFakeLlm(): Promise<FakeLlm> {
     req.on('end', () => {
       const raw = Buffer.concat(parts).toString('utf8')
       let body: any = {}
-      try { body = JSON.parse(raw) } catch { /* keep empty */ }
+      try {
+        body = JSON.parse(raw)
+      } catch {
+        /* keep empty */
+      }
       const cr: ChatRequest = { body, messages: body.messages ?? [], stream: body.stream === true, raw }
       llm.requests.push(cr)
-      for (const w of [...waiters]) if (llm.requests.length >= w.n) { waiters.splice(waiters.indexOf(w), 1); w.resolve(llm.requests[w.n - 1]!) }
+      for (const w of [...waiters])
+        if (llm.requests.length >= w.n) {
+          waiters.splice(waiters.indexOf(w), 1)
+          w.resolve(llm.requests[w.n - 1]!)
+        }
       llm.inFlight++
       llm.maxInFlight = Math.max(llm.maxInFlight, llm.inFlight)
-      res.on('close', () => { llm.inFlight-- })
+      res.on('close', () => {
+        llm.inFlight--
+      })
       const handler = queue.shift() ?? llm.fallback
       Promise.resolve(handler(cr, new FakeResponse(res, String(body.model ?? 'fake')))).catch(() => res.socket?.destroy())
     })
   })
-  server.on('connection', (s) => { sockets.add(s); s.on('close', () => sockets.delete(s)) })
+  server.on('connection', (s) => {
+    sockets.add(s)
+    s.on('close', () => sockets.delete(s))
+  })
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()))
   llm.baseURL = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`
   return llm
 }
 
 /** POSTs a message with Accept: text/event-stream and reads the turn's events (see readSse's `until`). */
-export async function postMessage(base: string, sid: string, body: Record<string, unknown>, opts: { key?: string; until?: (e: SseEvent) => boolean; signal?: AbortSignal } = {}): Promise<{ status: number; location: string | null; events: SseEvent[]; problem?: any }> {
+export async function postMessage(
+  base: string,
+  sid: string,
+  body: Record<string, unknown>,
+  opts: { key?: string; until?: (e: SseEvent) => boolean; signal?: AbortSignal } = {},
+): Promise<{ status: number; location: string | null; events: SseEvent[]; problem?: any }> {
   const res = await fetch(`${base}/v1/sessions/${sid}/messages`, {
     method: 'POST',
     headers: { authorization: `Bearer ${opts.key ?? API_KEY}`, 'content-type': 'application/json', accept: 'text/event-stream' },
@@ -165,4 +214,7 @@ export async function postMessage(base: string, sid: string, body: Record<string
 }
 
 export const ofType = (events: SseEvent[], type: string) => events.filter((e) => e.event === type)
-export const codeOf = (events: SseEvent[]) => ofType(events, 'code').map((e) => e.data.delta).join('')
+export const codeOf = (events: SseEvent[]) =>
+  ofType(events, 'code')
+    .map((e) => e.data.delta)
+    .join('')

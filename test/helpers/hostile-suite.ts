@@ -20,8 +20,12 @@ const TMP_MB = 16
 
 export async function hostileSuite(t: Test, runtime: 'runc' | 'runsc'): Promise<void> {
   const h = await startApp(t, {
-    EXEC_TIMEOUT_S: String(DEFAULT_TIMEOUT_S), INTERRUPT_GRACE_MS: String(GRACE_MS), MAX_STREAM_BYTES: String(MAX_STREAM_BYTES),
-    SANDBOX_WORKSPACE_MB: String(WORKSPACE_MB), SANDBOX_TMP_MB: String(TMP_MB), TENANT_RATE_PER_MIN: '1000000',
+    EXEC_TIMEOUT_S: String(DEFAULT_TIMEOUT_S),
+    INTERRUPT_GRACE_MS: String(GRACE_MS),
+    MAX_STREAM_BYTES: String(MAX_STREAM_BYTES),
+    SANDBOX_WORKSPACE_MB: String(WORKSPACE_MB),
+    SANDBOX_TMP_MB: String(TMP_MB),
+    TENANT_RATE_PER_MIN: '1000000',
   })
   const neighbour = await createSession(h.url, { runtime, limits: LIMITS }, OTHER_KEY)
   const sid = await createSession(h.url, { runtime, limits: LIMITS })
@@ -31,24 +35,25 @@ export async function hostileSuite(t: Test, runtime: 'runc' | 'runsc'): Promise<
   const session = async () => (await api(h.url, 'GET', `/v1/sessions/${sid}`)).body
 
   /** Runs `body` while the neighbour is probed; then checks the neighbour's figures and that the attacker is usable again. */
-  const attack = (name: string, body: (t: Test) => Promise<void>) => t.test(name, async (t) => {
-    probe.start()
-    try {
-      await body(t)
-    } finally {
-      const stats = await probe.stop()
-      summary.push(`${runtime} ${name}: ${fmtStats(stats)}`)
-      t.comment(`${runtime}: ${fmtStats(stats)}`)
-      t.same(stats.failures, [], 'the neighbour answered every print(1)')
-      t.ok(stats.maxMs < NEIGHBOUR_MAX_MS, `the neighbour's slowest print(1) took ${stats.maxMs.toFixed(0)} ms (< ${NEIGHBOUR_MAX_MS})`)
-    }
-    if ((await session()).status === 'dead') {
-      const r = await api(h.url, 'POST', `/v1/sessions/${sid}/restart`)
-      t.equal(r.status, 200, 'a dead session restarts on request')
-    }
-    const after = await run('print("alive")')
-    t.equal(stdoutOf(after.events), 'alive\n', 'the attacker session answers again')
-  })
+  const attack = (name: string, body: (t: Test) => Promise<void>) =>
+    t.test(name, async (t) => {
+      probe.start()
+      try {
+        await body(t)
+      } finally {
+        const stats = await probe.stop()
+        summary.push(`${runtime} ${name}: ${fmtStats(stats)}`)
+        t.comment(`${runtime}: ${fmtStats(stats)}`)
+        t.same(stats.failures, [], 'the neighbour answered every print(1)')
+        t.ok(stats.maxMs < NEIGHBOUR_MAX_MS, `the neighbour's slowest print(1) took ${stats.maxMs.toFixed(0)} ms (< ${NEIGHBOUR_MAX_MS})`)
+      }
+      if ((await session()).status === 'dead') {
+        const r = await api(h.url, 'POST', `/v1/sessions/${sid}/restart`)
+        t.equal(r.status, 200, 'a dead session restarts on request')
+      }
+      const after = await run('print("alive")')
+      t.equal(stdoutOf(after.events), 'alive\n', 'the attacker session answers again')
+    })
 
   const doneOf = (r: Awaited<ReturnType<typeof run>>) => r.done?.data.status
   const lastJson = (r: Awaited<ReturnType<typeof run>>) => JSON.parse(stdoutOf(r.events).trim().split('\n').at(-1) ?? 'null')
@@ -117,7 +122,10 @@ export async function hostileSuite(t: Test, runtime: 'runc' | 'runsc'): Promise<
     await run('kept = 7')
     const r = await run('while True:\n    pass')
     t.equal(doneOf(r), 'timeout')
-    t.ok(r.ms >= DEFAULT_TIMEOUT_S * 1000 - 100 && r.ms < (DEFAULT_TIMEOUT_S + 5) * 1000, `ended after ${r.ms.toFixed(0)} ms (default timeout ${DEFAULT_TIMEOUT_S} s)`)
+    t.ok(
+      r.ms >= DEFAULT_TIMEOUT_S * 1000 - 100 && r.ms < (DEFAULT_TIMEOUT_S + 5) * 1000,
+      `ended after ${r.ms.toFixed(0)} ms (default timeout ${DEFAULT_TIMEOUT_S} s)`,
+    )
     t.equal(stdoutOf((await run('print(kept)')).events), '7\n', 'the namespace survived')
   })
 
@@ -169,7 +177,8 @@ export async function hostileSuite(t: Test, runtime: 'runc' | 'runsc'): Promise<
     const res = lastJson(r)
     // /var/tmp is world-writable in the image, so only a read-only mount stops it: EROFS (30).
     t.equal(res?.['/var/tmp/x'], 30, '/var/tmp: EROFS')
-    for (const p of ['/etc/passwd', '/usr/lib/python3/x.py', '/opt/replcast/replcast_repl/server.py']) t.ok(typeof res?.[p] === 'number', `${p}: refused (errno ${res?.[p]})`)
+    for (const p of ['/etc/passwd', '/usr/lib/python3/x.py', '/opt/replcast/replcast_repl/server.py'])
+      t.ok(typeof res?.[p] === 'number', `${p}: refused (errno ${res?.[p]})`)
   })
 
   await attack('host files and the Docker socket are out of reach', async (t) => {
@@ -195,13 +204,13 @@ export async function hostileSuite(t: Test, runtime: 'runc' | 'runsc'): Promise<
     ].join('\n')
     const r = await run(code, 10)
     const res = lastJson(r)
-    t.same(res?.found, [], 'a file on the host\'s /tmp is not visible')
+    t.same(res?.found, [], "a file on the host's /tmp is not visible")
     t.same(res?.socks, [], 'no Docker or containerd socket')
     t.equal(res?.shadow, 13, '/etc/shadow: EACCES')
     // Docker adds /etc/{hosts,hostname,resolv.conf} and, for Init, /usr/sbin/docker-init (read-only).
     const allowed = /^(\/|\/workspace|\/tmp|\/etc\/(hosts|hostname|resolv\.conf)|\/usr\/sbin\/docker-init|\/(dev|proc|sys)(\/.*)?)$/
     const odd = (res?.mounts ?? ['(none)']).filter((m: string) => !allowed.test(m))
-    t.same(odd, [], 'no mount points besides the root, the two tmpfs, Docker\'s /etc files, docker-init and /dev,/proc,/sys')
+    t.same(odd, [], "no mount points besides the root, the two tmpfs, Docker's /etc files, docker-init and /dev,/proc,/sys")
   })
 
   await attack('setuid and capability tricks fail: no capabilities, no new privileges, no root', async (t) => {
@@ -248,7 +257,10 @@ export async function hostileSuite(t: Test, runtime: 'runc' | 'runsc'): Promise<
 
   await attack('killing PID 1 with SIGKILL: ignored under runc, ends the sandbox under gVisor', async (t) => {
     // Under gVisor the code waits for the kill to land (only the sandbox's end stops the loop), so the outcome is not a race.
-    const r = await run(`import os, signal, time\nos.kill(1, signal.SIGKILL)\n${runtime === 'runsc' ? 'while True:\n    time.sleep(0.1)\n' : ''}print("still here")`, 20)
+    const r = await run(
+      `import os, signal, time\nos.kill(1, signal.SIGKILL)\n${runtime === 'runsc' ? 'while True:\n    time.sleep(0.1)\n' : ''}print("still here")`,
+      20,
+    )
     if (runtime === 'runc') {
       // Linux drops SIGKILL sent to a PID namespace's init from inside the namespace.
       t.equal(stdoutOf(r.events), 'still here\n', 'init ignores SIGKILL from inside')
@@ -282,7 +294,8 @@ export async function hostileSuite(t: Test, runtime: 'runc' | 'runsc'): Promise<
   })
 
   await attack('threads that keep printing after done: nothing is added to the ended execution', async (t) => {
-    const code = 'import threading, time\ndef spam():\n    while True:\n        print("late", flush=True)\n        time.sleep(0.005)\nthreading.Thread(target=spam, daemon=True).start()\nprint("main done")'
+    const code =
+      'import threading, time\ndef spam():\n    while True:\n        print("late", flush=True)\n        time.sleep(0.005)\nthreading.Thread(target=spam, daemon=True).start()\nprint("main done")'
     const r = await run(code, 10)
     t.equal(doneOf(r), 'ok')
     t.equal(r.events.at(-1)?.event, 'done', 'done is the last event of the stream')
@@ -302,7 +315,11 @@ export async function hostileSuite(t: Test, runtime: 'runc' | 'runsc'): Promise<
   t.test('nothing is left behind', async (t) => {
     t.equal((await api(h.url, 'DELETE', `/v1/sessions/${sid}`)).status, 204)
     const left = await containersOf(h.deployment)
-    t.same(left.map((c) => c.Labels['replcast.session']), [neighbour], 'only the neighbour\'s container remains')
+    t.same(
+      left.map((c) => c.Labels['replcast.session']),
+      [neighbour],
+      "only the neighbour's container remains",
+    )
     t.comment(summary.join('\n'))
   })
 }

@@ -3,7 +3,12 @@
 import Docker from 'dockerode'
 import { api, readSse, type SseEvent } from './client.js'
 
-export interface LatencyStats { n: number; failures: string[]; medianMs: number; maxMs: number }
+export interface LatencyStats {
+  n: number
+  failures: string[]
+  medianMs: number
+  maxMs: number
+}
 
 export class NeighbourProbe {
   private samples: number[] = []
@@ -12,7 +17,12 @@ export class NeighbourProbe {
   private loop: Promise<void> | null = null
 
   /** `intervalMs` paces the probe (a sampling rate, not a synchronisation). */
-  constructor(private readonly url: string, private readonly sid: string, private readonly key: string, private readonly intervalMs = 50) {}
+  constructor(
+    private readonly url: string,
+    private readonly sid: string,
+    private readonly key: string,
+    private readonly intervalMs = 50,
+  ) {}
 
   start(): void {
     this.samples = []
@@ -45,7 +55,10 @@ export class NeighbourProbe {
     try {
       const r = await api(this.url, 'POST', `/v1/sessions/${this.sid}/executions`, { code: 'print(1)' }, { key: this.key })
       const ms = performance.now() - t0
-      const out = r.body?.events?.filter((e: any) => e.type === 'stdout').map((e: any) => e.text).join('')
+      const out = r.body?.events
+        ?.filter((e: any) => e.type === 'stdout')
+        .map((e: any) => e.text)
+        .join('')
       if (r.status !== 200 || r.body.status !== 'ok' || out !== '1\n') this.failures.push(`${r.status} ${JSON.stringify(r.body).slice(0, 200)}`)
       else this.samples.push(ms)
     } catch (err) {
@@ -54,7 +67,8 @@ export class NeighbourProbe {
   }
 }
 
-export const fmtStats = (s: LatencyStats) => `neighbour print(1): n=${s.n} median=${s.medianMs.toFixed(1)}ms max=${s.maxMs.toFixed(1)}ms failures=${s.failures.length}`
+export const fmtStats = (s: LatencyStats) =>
+  `neighbour print(1): n=${s.n} median=${s.medianMs.toFixed(1)}ms max=${s.maxMs.toFixed(1)}ms failures=${s.failures.length}`
 
 /** Container runtimes the local Docker engine has registered (e.g. runc, runsc). */
 export async function engineRuntimes(): Promise<Set<string>> {
@@ -63,7 +77,12 @@ export async function engineRuntimes(): Promise<Set<string>> {
 }
 
 /** Like executeSse, but gives up (throws) after `withinMs`, so a hung stream fails the test instead of stalling it. */
-export async function executeWithin(base: string, sid: string, code: string, opts: { key: string; timeout_s?: number; withinMs?: number }): Promise<{ status: number; events: SseEvent[]; done: SseEvent | undefined; ms: number }> {
+export async function executeWithin(
+  base: string,
+  sid: string,
+  code: string,
+  opts: { key: string; timeout_s?: number; withinMs?: number },
+): Promise<{ status: number; events: SseEvent[]; done: SseEvent | undefined; ms: number }> {
   const t0 = performance.now()
   const res = await fetch(`${base}/v1/sessions/${sid}/executions`, {
     method: 'POST',
@@ -71,7 +90,8 @@ export async function executeWithin(base: string, sid: string, code: string, opt
     body: JSON.stringify({ code, ...(opts.timeout_s ? { timeout_s: opts.timeout_s } : {}) }),
     signal: AbortSignal.timeout(opts.withinMs ?? 30000),
   })
-  if (res.status !== 200) return { status: res.status, events: [{ id: '', event: 'http', data: await res.json(), at: 0 }], done: undefined, ms: performance.now() - t0 }
+  if (res.status !== 200)
+    return { status: res.status, events: [{ id: '', event: 'http', data: await res.json(), at: 0 }], done: undefined, ms: performance.now() - t0 }
   const events = await readSse(res, (e) => e.event === 'done')
   return { status: res.status, events, done: events.find((e) => e.event === 'done'), ms: performance.now() - t0 }
 }

@@ -8,7 +8,13 @@ import { join } from 'node:path'
 import { Redis } from 'ioredis'
 import { waitFor } from './wait.js'
 
-export interface PrivateRedis { url: string; port: number; stop(): Promise<void>; start(): Promise<void>; destroy(): Promise<void> }
+export interface PrivateRedis {
+  url: string
+  port: number
+  stop(): Promise<void>
+  start(): Promise<void>
+  destroy(): Promise<void>
+}
 
 async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -27,13 +33,24 @@ export async function startPrivateRedis(): Promise<PrivateRedis> {
   let proc: ChildProcess | null = null
   const pinged = async () => {
     const r = new Redis({ port, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null })
-    try { await r.connect(); return (await r.ping()) === 'PONG' } catch { return false } finally { r.disconnect() }
+    try {
+      await r.connect()
+      return (await r.ping()) === 'PONG'
+    } catch {
+      return false
+    } finally {
+      r.disconnect()
+    }
   }
   const pr: PrivateRedis = {
     url: `redis://127.0.0.1:${port}`,
     port,
     async start() {
-      proc = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--appendonly', 'yes', '--appendfsync', 'always', '--save', ''], { stdio: 'ignore' })
+      proc = spawn(
+        'redis-server',
+        ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--appendonly', 'yes', '--appendfsync', 'always', '--save', ''],
+        { stdio: 'ignore' },
+      )
       if (!(await waitFor(pinged, 10000))) throw new Error('private redis-server did not start')
     },
     async stop() {

@@ -10,7 +10,7 @@ import { waitFor } from './wait.js'
 
 const SERVER = fileURLToPath(new URL('../../src/server.ts', import.meta.url))
 
-export async function freePort(): Promise<number> {
+async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const s = createServer()
     s.listen(0, '127.0.0.1', () => {
@@ -22,20 +22,36 @@ export async function freePort(): Promise<number> {
   })
 }
 
-export interface ServerProcess { url: string; child: ChildProcess; output: () => string }
+export interface ServerProcess {
+  url: string
+  child: ChildProcess
+  output: () => string
+}
 
 /** Starts the server with `env` (on top of this process's) and waits until /healthz answers. */
-export async function spawnServer(env: Record<string, string>): Promise<ServerProcess> {
+async function spawnServer(env: Record<string, string>): Promise<ServerProcess> {
   // The same TypeScript loader flags tap gave this process.
   const child = spawn(process.execPath, [...process.execArgv, SERVER], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
   let output = ''
-  child.stdout!.on('data', (b) => { output += b })
-  child.stderr!.on('data', (b) => { output += b })
+  child.stdout.on('data', (b) => {
+    output += b
+  })
+  child.stderr.on('data', (b) => {
+    output += b
+  })
   const url = `http://127.0.0.1:${env.PORT}`
-  const up = await waitFor(async () => {
-    if (child.exitCode !== null) return true
-    try { return (await fetch(`${url}/healthz`)).ok } catch { return false }
-  }, 30000, 50)
+  const up = await waitFor(
+    async () => {
+      if (child.exitCode !== null) return true
+      try {
+        return (await fetch(`${url}/healthz`)).ok
+      } catch {
+        return false
+      }
+    },
+    30000,
+    50,
+  )
   if (!up || child.exitCode !== null) throw new Error(`server did not start: ${output.slice(-2000)}`)
   return { url, child, output: () => output }
 }
@@ -53,9 +69,22 @@ export async function killHard(p: ServerProcess): Promise<void> {
  */
 export async function isolatedServer(t: Test, name: string, extra: Record<string, string> = {}) {
   const tag = randomBytes(4).toString('hex')
-  const env = testEnv({ REPLCAST_KEY_PREFIX: `replcast-test-${tag}:`, REPLCAST_DEPLOYMENT: `test-${tag}`, REPLCAST_INSTANCE_ID: `${name}-${tag}`, PORT: String(await freePort()), LOG_LEVEL: 'warn', ...extra })
+  const env = testEnv({
+    REPLCAST_KEY_PREFIX: `replcast-test-${tag}:`,
+    REPLCAST_DEPLOYMENT: `test-${tag}`,
+    REPLCAST_INSTANCE_ID: `${name}-${tag}`,
+    PORT: String(await freePort()),
+    LOG_LEVEL: 'warn',
+    ...extra,
+  })
   const redis = new Redis(env.REDIS_URL!)
-  const h = { env, server: await spawnServer(env), async respawn() { h.server = await spawnServer(env) } }
+  const h = {
+    env,
+    server: await spawnServer(env),
+    async respawn() {
+      h.server = await spawnServer(env)
+    },
+  }
   t.teardown(async () => {
     await killHard(h.server)
     await removeDeployment(env.REPLCAST_DEPLOYMENT!)

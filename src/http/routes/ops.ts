@@ -43,6 +43,6 @@ export async function opsRoutes(app: FastifyInstance, deps: { redis: Redis; driv
 function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     const t = setTimeout(() => reject(new Error(`no answer in ${ms} ms`)), ms)
-    p.then((v) => { clearTimeout(t); resolve(v) }, (e) => { clearTimeout(t); reject(e) })
+    p.then((v) => { clearTimeout(t); resolve(v) }, (e: unknown) => { clearTimeout(t); reject(e instanceof Error ? e : new Error(String(e))) })
   })
 }
