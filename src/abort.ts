@@ -7,7 +7,10 @@ export async function untilAborted<T>(p: Promise<T>, signal: AbortSignal): Promi
     return null
   }
   let onAbort: (() => void) | null = null
-  const aborted = new Promise<null>((resolve) => { onAbort = () => resolve(null); signal.addEventListener('abort', onAbort, { once: true }) })
+  const aborted = new Promise<null>((resolve) => {
+    onAbort = () => resolve(null)
+    signal.addEventListener('abort', onAbort, { once: true })
+  })
   try {
     return await Promise.race([p, aborted])
   } finally {

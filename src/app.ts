@@ -41,11 +41,20 @@ const API_VERSION = '0.1.0'
 /** Builds the app; `await app.ready()` (or listen) also re-adopts sessions and starts the reaper. */
 export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   const { config } = opts
-  const log = opts.logger ?? pino({ level: config.LOG_LEVEL, redact: { paths: ['req.headers.authorization', 'headers.authorization', '*.apiKey', '*.OPENAI_API_KEY'], censor: '[redacted]' }, serializers: { req: serializeRequest } })
+  const log =
+    opts.logger ??
+    pino({
+      level: config.LOG_LEVEL,
+      redact: { paths: ['req.headers.authorization', 'headers.authorization', '*.apiKey', '*.OPENAI_API_KEY'], censor: '[redacted]' },
+      serializers: { req: serializeRequest },
+    })
   // A request fails fast (503 unavailable) while Redis is away; the connection keeps retrying.
   const redis = opts.redis ?? new Redis(config.REDIS_URL, { lazyConnect: false, maxRetriesPerRequest: 1 })
   const blocking = redis.duplicate()
-  for (const [name, conn] of [['redis', redis], ['redis-blocking', blocking]] as const) {
+  for (const [name, conn] of [
+    ['redis', redis],
+    ['redis-blocking', blocking],
+  ] as const) {
     conn.on('error', (err: Error) => log.warn({ err: { message: err.message }, connection: name }, 'redis connection error'))
   }
   const store = new RedisStore(redis, config.REPLCAST_KEY_PREFIX, { eventMaxLen: config.EVENT_LOG_MAXLEN, eventTtlS: config.EVENT_LOG_TTL_S })
@@ -75,7 +84,8 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       info: {
         title: 'replcast',
         version: API_VERSION,
-        description: 'Code execution for LLM agents: one locked-down, network-less Docker sandbox with a long-lived Python REPL per session; output streamed live as Server-Sent Events.',
+        description:
+          'Code execution for LLM agents: one locked-down, network-less Docker sandbox with a long-lived Python REPL per session; output streamed live as Server-Sent Events.',
         license: { name: 'MIT', identifier: 'MIT' },
       },
       servers: [{ url: 'http://127.0.0.1:8080', description: 'Local default' }],
@@ -90,15 +100,29 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     refResolver: { buildLocalReference: (json, _base, _fragment, i) => String((json as { $id?: string }).$id ?? `def-${i}`) },
   })
   installValidation(app, [
-    schemas.Runtime, schemas.Limits, schemas.CreateSessionBody, schemas.Session, schemas.SessionList, schemas.ExecuteBody, schemas.DoneStatus,
-    schemas.ExecutionStatus, schemas.EventType, schemas.Event, schemas.Execution, schemas.Problem,
-    agentSchemas.MessageRequest, agentSchemas.Message, agentSchemas.MessageList,
+    schemas.Runtime,
+    schemas.Limits,
+    schemas.CreateSessionBody,
+    schemas.Session,
+    schemas.SessionList,
+    schemas.ExecuteBody,
+    schemas.DoneStatus,
+    schemas.ExecutionStatus,
+    schemas.EventType,
+    schemas.Event,
+    schemas.Execution,
+    schemas.Problem,
+    agentSchemas.MessageRequest,
+    agentSchemas.Message,
+    agentSchemas.MessageList,
   ])
   await app.register(fastifySSE, { heartbeatInterval: config.SSE_HEARTBEAT_MS })
 
   const auth = authenticate(config, store)
   // Decided on the matched route, never on the raw URL (absolute-form or percent-encoded paths).
-  app.addHook('onRequest', async (req) => { if (req.routeOptions.url?.startsWith('/v1/')) await auth(req) })
+  app.addHook('onRequest', async (req) => {
+    if (req.routeOptions.url?.startsWith('/v1/')) await auth(req)
+  })
   app.addHook('onResponse', async (req, reply) => {
     metrics.httpSeconds.observe({ method: req.method, route: req.routeOptions.url ?? 'unknown', status: String(reply.statusCode) }, reply.elapsedTime / 1000)
   })
@@ -114,7 +138,9 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       await layer.start()
     })
   }
-  app.addHook('preClose', async () => { await streams.closeAll() })
+  app.addHook('preClose', async () => {
+    await streams.closeAll()
+  })
   app.addHook('onClose', async () => {
     layer.close()
     await feed.stop()

@@ -7,17 +7,26 @@ import { createHash } from 'node:crypto'
 import { hostname } from 'node:os'
 import { parseTenantLimits, TenantLimitsError, type TenantPolicy } from './tenants.js'
 
-const Int = (def: number, min: number, max: number, description: string) =>
-  Type.Integer({ default: def, minimum: min, maximum: max, description })
-const Num = (def: number, min: number, max: number, description: string) =>
-  Type.Number({ default: def, minimum: min, maximum: max, description })
+const Int = (def: number, min: number, max: number, description: string) => Type.Integer({ default: def, minimum: min, maximum: max, description })
+const Num = (def: number, min: number, max: number, description: string) => Type.Number({ default: def, minimum: min, maximum: max, description })
 const Str = (def: string, description: string) => Type.String({ default: def, description })
 
 /** Variable name → schema. Defaults are the documented defaults (README's configuration table). */
 export const ConfigSchema = Type.Object({
   HOST: Str('127.0.0.1', 'Address the API listens on'),
   PORT: Int(8080, 0, 65535, 'Port the API listens on'),
-  LOG_LEVEL: Type.Union([Type.Literal('fatal'), Type.Literal('error'), Type.Literal('warn'), Type.Literal('info'), Type.Literal('debug'), Type.Literal('trace'), Type.Literal('silent')], { default: 'info', description: 'pino log level' }),
+  LOG_LEVEL: Type.Union(
+    [
+      Type.Literal('fatal'),
+      Type.Literal('error'),
+      Type.Literal('warn'),
+      Type.Literal('info'),
+      Type.Literal('debug'),
+      Type.Literal('trace'),
+      Type.Literal('silent'),
+    ],
+    { default: 'info', description: 'pino log level' },
+  ),
   REDIS_URL: Str('redis://127.0.0.1:6379', 'Redis connection URL'),
   REPLCAST_KEY_PREFIX: Str('replcast:', 'Prefix of every Redis key'),
   DOCKER_HOST: Str('', 'Docker engine address (unix:///path or tcp://host:port); empty = local socket'),
@@ -35,21 +44,21 @@ export const ConfigSchema = Type.Object({
   SANDBOX_TMP_MB: Int(64, 1, 1 << 20, 'Size of the /tmp tmpfs'),
   SANDBOX_NOFILE: Int(1024, 64, 1 << 20, 'Open-file limit in the sandbox'),
   SANDBOX_START_TIMEOUT_MS: Int(30000, 1000, 600000, 'How long a new sandbox may take to say ready'),
-  MAX_MEMORY_MB: Int(2048, 32, 1 << 20, 'Ceiling for a session\'s memory_mb'),
-  MAX_CPUS: Num(2, 0.05, 256, 'Ceiling for a session\'s cpus'),
-  MAX_PIDS: Int(512, 8, 1 << 20, 'Ceiling for a session\'s pids'),
-  MAX_WORKSPACE_MB: Int(1024, 1, 1 << 20, 'Ceiling for a session\'s workspace_mb'),
-  MAX_OUTPUT_BYTES: Int(100_000_000, 1024, 1 << 30, 'Ceiling for a session\'s output_bytes'),
+  MAX_MEMORY_MB: Int(2048, 32, 1 << 20, "Ceiling for a session's memory_mb"),
+  MAX_CPUS: Num(2, 0.05, 256, "Ceiling for a session's cpus"),
+  MAX_PIDS: Int(512, 8, 1 << 20, "Ceiling for a session's pids"),
+  MAX_WORKSPACE_MB: Int(1024, 1, 1 << 20, "Ceiling for a session's workspace_mb"),
+  MAX_OUTPUT_BYTES: Int(100_000_000, 1024, 1 << 30, "Ceiling for a session's output_bytes"),
   IDLE_TIMEOUT_S: Int(600, 1, 30 * 86400, 'Default idle time before a session is reaped'),
-  MAX_IDLE_TIMEOUT_S: Int(86400, 1, 30 * 86400, 'Ceiling for a session\'s idle_timeout_s'),
+  MAX_IDLE_TIMEOUT_S: Int(86400, 1, 30 * 86400, "Ceiling for a session's idle_timeout_s"),
   EXEC_TIMEOUT_S: Num(60, 0.1, 86400, 'Default execution timeout'),
-  MAX_EXEC_TIMEOUT_S: Num(3600, 0.1, 86400, 'Ceiling for an execution\'s timeout_s'),
+  MAX_EXEC_TIMEOUT_S: Num(3600, 0.1, 86400, "Ceiling for an execution's timeout_s"),
   EXEC_QUEUE_DEPTH: Int(8, 0, 1000, 'Executions that may wait behind the running one in a session'),
   MAX_STREAM_BYTES: Int(1_000_000, 1024, 1 << 30, 'Output bytes streamed per execution before dropping'),
   MAX_IMAGE_BYTES: Int(5_000_000, 1024, 1 << 30, 'Bytes per image before dropping'),
   INTERRUPT_GRACE_MS: Int(2000, 50, 600000, 'How long an interrupt may take before the sandbox is killed'),
   EVENT_LOG_MAXLEN: Int(10000, 100, 10_000_000, 'Events kept per execution'),
-  EVENT_LOG_TTL_S: Int(3600, 10, 30 * 86400, 'How long an ended execution\'s events are kept'),
+  EVENT_LOG_TTL_S: Int(3600, 10, 30 * 86400, "How long an ended execution's events are kept"),
   REAPER_INTERVAL_MS: Int(1000, 50, 600000, 'How often idle deadlines are checked'),
   LEASE_TTL_MS: Int(15000, 1000, 600000, 'Session lease held by the instance attached to it'),
   SSE_HEARTBEAT_MS: Int(15000, 100, 600000, 'Heartbeat comment interval on idle SSE streams'),
@@ -65,7 +74,11 @@ export const ConfigSchema = Type.Object({
   REPLCAST_MODELS: Str('', 'Comma-separated allowlist of models a request may choose'),
 })
 
-export type Config = Readonly<Static<typeof ConfigSchema>> & { readonly apiKeys: ReadonlyMap<string, string>; readonly instanceId: string; readonly tenantLimits: TenantPolicy }
+export type Config = Readonly<Static<typeof ConfigSchema>> & {
+  readonly apiKeys: ReadonlyMap<string, string>
+  readonly instanceId: string
+  readonly tenantLimits: TenantPolicy
+}
 
 export class ConfigError extends Error {}
 
@@ -110,7 +123,8 @@ function parseApiKeys(inline: string, file: string): Map<string, string> {
     const eq = line.indexOf('=')
     const tenant = line.slice(0, eq).trim()
     const key = line.slice(eq + 1).trim()
-    if (eq <= 0 || !key || !/^[A-Za-z0-9_.-]{1,64}$/.test(tenant)) throw new ConfigError('invalid REPLCAST_API_KEYS entry: expected tenant=key (tenant: letters, digits, _ . -)')
+    if (eq <= 0 || !key || !/^[A-Za-z0-9_.-]{1,64}$/.test(tenant))
+      throw new ConfigError('invalid REPLCAST_API_KEYS entry: expected tenant=key (tenant: letters, digits, _ . -)')
     if (key.length < 8) throw new ConfigError(`API key for tenant ${tenant} is shorter than 8 characters`)
     keys.set(hashApiKey(key), tenant)
   }

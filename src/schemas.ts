@@ -7,8 +7,7 @@ export function ref<T extends TSchema & { $id?: string }>(schema: T) {
   return Type.Unsafe<Static<T>>({ $ref: `${schema.$id}#` })
 }
 
-const Id = (prefix: string, description: string) =>
-  Type.String({ pattern: `^${prefix}_[A-Za-z0-9]{20}$`, description })
+const Id = (prefix: string, description: string) => Type.String({ pattern: `^${prefix}_[A-Za-z0-9]{20}$`, description })
 
 const SessionId = Id('ses', 'Session id')
 const ExecutionId = Id('exe', 'Execution id')
@@ -18,13 +17,16 @@ export const Runtime = Type.Union([Type.Literal('runc'), Type.Literal('runsc')],
   description: 'Container runtime: runc (default Docker) or runsc (gVisor, stronger isolation)',
 })
 
-export const Limits = Type.Object({
-  memory_mb: Type.Integer({ minimum: 32, description: 'Memory limit in MiB (no swap)' }),
-  cpus: Type.Number({ minimum: 0.05, description: 'CPU limit in cores' }),
-  pids: Type.Integer({ minimum: 8, description: 'Process and thread limit' }),
-  workspace_mb: Type.Integer({ minimum: 1, description: 'Size of the /workspace tmpfs in MiB (it counts against memory_mb)' }),
-  output_bytes: Type.Integer({ minimum: 1024, description: 'Output bytes streamed per execution; more is dropped and counted in a limit event' }),
-}, { $id: 'Limits', additionalProperties: false })
+export const Limits = Type.Object(
+  {
+    memory_mb: Type.Integer({ minimum: 32, description: 'Memory limit in MiB (no swap)' }),
+    cpus: Type.Number({ minimum: 0.05, description: 'CPU limit in cores' }),
+    pids: Type.Integer({ minimum: 8, description: 'Process and thread limit' }),
+    workspace_mb: Type.Integer({ minimum: 1, description: 'Size of the /workspace tmpfs in MiB (it counts against memory_mb)' }),
+    output_bytes: Type.Integer({ minimum: 1024, description: 'Output bytes streamed per execution; more is dropped and counted in a limit event' }),
+  },
+  { $id: 'Limits', additionalProperties: false },
+)
 
 const LimitsRequest = Type.Partial(Limits, { additionalProperties: false })
 
@@ -39,91 +41,124 @@ const ENV_NAME = '^(?!(PATH|HOME)$)(?!PYTHON|LD_|MPL|REPLCAST_)[A-Za-z_][A-Za-z0
 
 const SessionStatus = Type.Union([Type.Literal('starting'), Type.Literal('ready'), Type.Literal('busy'), Type.Literal('dead')])
 
-export const CreateSessionBody = Type.Object({
-  idle_timeout_s: Type.Optional(Type.Integer({ minimum: 1, description: 'Idle seconds before the session is reaped' })),
-  runtime: Type.Optional(ref(Runtime)),
-  limits: Type.Optional(LimitsRequest),
-  env: Type.Optional(Type.Record(Type.String({ pattern: ENV_NAME }), Type.String({ maxLength: 4096 }), {
-    maxProperties: 64,
-    additionalProperties: false,
-    description: 'Environment variables for the REPL process (names that steer Python, the loader or replcast itself, and PATH/HOME, are refused)',
-  })),
-  metadata: Type.Optional(Metadata),
-}, { $id: 'CreateSessionRequest', additionalProperties: false })
+export const CreateSessionBody = Type.Object(
+  {
+    idle_timeout_s: Type.Optional(Type.Integer({ minimum: 1, description: 'Idle seconds before the session is reaped' })),
+    runtime: Type.Optional(ref(Runtime)),
+    limits: Type.Optional(LimitsRequest),
+    env: Type.Optional(
+      Type.Record(Type.String({ pattern: ENV_NAME }), Type.String({ maxLength: 4096 }), {
+        maxProperties: 64,
+        additionalProperties: false,
+        description: 'Environment variables for the REPL process (names that steer Python, the loader or replcast itself, and PATH/HOME, are refused)',
+      }),
+    ),
+    metadata: Type.Optional(Metadata),
+  },
+  { $id: 'CreateSessionRequest', additionalProperties: false },
+)
 
-export const Session = Type.Object({
-  id: SessionId,
-  status: SessionStatus,
-  created_at: Type.String({ format: 'date-time' }),
-  last_active_at: Type.String({ format: 'date-time' }),
-  expires_at: Type.String({ format: 'date-time', description: 'When the session is reaped unless used again' }),
-  idle_timeout_s: Type.Integer(),
-  runtime: ref(Runtime),
-  limits: ref(Limits),
-  metadata: Metadata,
-  execution_count: Type.Integer({ description: 'Executions run so far' }),
-}, { $id: 'Session', additionalProperties: false })
+export const Session = Type.Object(
+  {
+    id: SessionId,
+    status: SessionStatus,
+    created_at: Type.String({ format: 'date-time' }),
+    last_active_at: Type.String({ format: 'date-time' }),
+    expires_at: Type.String({ format: 'date-time', description: 'When the session is reaped unless used again' }),
+    idle_timeout_s: Type.Integer(),
+    runtime: ref(Runtime),
+    limits: ref(Limits),
+    metadata: Metadata,
+    execution_count: Type.Integer({ description: 'Executions run so far' }),
+  },
+  { $id: 'Session', additionalProperties: false },
+)
 
-export const SessionList = Type.Object({
-  sessions: Type.Array(ref(Session)),
-  next_cursor: Type.Union([Type.String(), Type.Null()], { description: 'Pass as ?cursor= for the next page; null at the end' }),
-}, { $id: 'SessionList' })
+export const SessionList = Type.Object(
+  {
+    sessions: Type.Array(ref(Session)),
+    next_cursor: Type.Union([Type.String(), Type.Null()], { description: 'Pass as ?cursor= for the next page; null at the end' }),
+  },
+  { $id: 'SessionList' },
+)
 
-export const ExecuteBody = Type.Object({
-  code: Type.String({ maxLength: 1_000_000, description: 'Python source, run like a notebook cell' }),
-  timeout_s: Type.Optional(Type.Number({ exclusiveMinimum: 0, description: 'Wall-clock limit; on expiry the code is interrupted, then the sandbox killed' })),
-}, { $id: 'ExecuteRequest', additionalProperties: false })
+export const ExecuteBody = Type.Object(
+  {
+    code: Type.String({ maxLength: 1_000_000, description: 'Python source, run like a notebook cell' }),
+    timeout_s: Type.Optional(Type.Number({ exclusiveMinimum: 0, description: 'Wall-clock limit; on expiry the code is interrupted, then the sandbox killed' })),
+  },
+  { $id: 'ExecuteRequest', additionalProperties: false },
+)
 
 const L = Type.Literal
-export const DoneStatus = Type.Union([L('ok'), L('error'), L('interrupted'), L('timeout'), L('killed'), L('oom')], { $id: 'DoneStatus', description: 'How an execution ended' })
-export const ExecutionStatus = Type.Union([L('queued'), L('running'), L('ok'), L('error'), L('interrupted'), L('timeout'), L('killed'), L('oom')], { $id: 'ExecutionStatus' })
-export const EventType = Type.Union([L('status'), L('stdout'), L('stderr'), L('result'), L('display'), L('error'), L('limit'), L('code'), L('llm_call'), L('final'), L('done')], { $id: 'EventType', description: 'SSE event name' })
+export const DoneStatus = Type.Union([L('ok'), L('error'), L('interrupted'), L('timeout'), L('killed'), L('oom')], {
+  $id: 'DoneStatus',
+  description: 'How an execution ended',
+})
+export const ExecutionStatus = Type.Union([L('queued'), L('running'), L('ok'), L('error'), L('interrupted'), L('timeout'), L('killed'), L('oom')], {
+  $id: 'ExecutionStatus',
+})
+export const EventType = Type.Union(
+  [L('status'), L('stdout'), L('stderr'), L('result'), L('display'), L('error'), L('limit'), L('code'), L('llm_call'), L('final'), L('done')],
+  { $id: 'EventType', description: 'SSE event name' },
+)
 
 const MimeBundle = Type.Record(Type.String(), Type.Unknown(), { description: 'MIME type → content (image/png is base64)' })
 
 /** Every event of an execution: `type` is the SSE event name, `id` the resumable position. */
-export const Event = Type.Object({
-  id: Type.String({ description: 'Position in the execution\'s event log (SSE id)' }),
-  type: ref(EventType),
-  state: Type.Optional(Type.String()),
-  execution_id: Type.Optional(Type.String()),
-  text: Type.Optional(Type.String()),
-  execution_count: Type.Optional(Type.Integer()),
-  data: Type.Optional(MimeBundle),
-  metadata: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
-  ename: Type.Optional(Type.String()),
-  evalue: Type.Optional(Type.String()),
-  traceback: Type.Optional(Type.Array(Type.String())),
-  what: Type.Optional(Type.String()),
-  dropped_bytes: Type.Optional(Type.Integer()),
-  delta: Type.Optional(Type.String()),
-  prompts: Type.Optional(Type.Integer()),
-  model: Type.Optional(Type.String()),
-  value: Type.Optional(Type.String()),
-  status: Type.Optional(ref(DoneStatus)),
-  step: Type.Optional(Type.Integer({ minimum: 1, description: 'LLM turns: the model step (agent mode) or attempt (stream mode self-correction) the event belongs to' })),
-  duration_ms: Type.Optional(Type.Number()),
-}, { $id: 'Event', description: 'One event; fields present depend on type (see the README\'s event table)' })
+export const Event = Type.Object(
+  {
+    id: Type.String({ description: "Position in the execution's event log (SSE id)" }),
+    type: ref(EventType),
+    state: Type.Optional(Type.String()),
+    execution_id: Type.Optional(Type.String()),
+    text: Type.Optional(Type.String()),
+    execution_count: Type.Optional(Type.Integer()),
+    data: Type.Optional(MimeBundle),
+    metadata: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+    ename: Type.Optional(Type.String()),
+    evalue: Type.Optional(Type.String()),
+    traceback: Type.Optional(Type.Array(Type.String())),
+    what: Type.Optional(Type.String()),
+    dropped_bytes: Type.Optional(Type.Integer()),
+    delta: Type.Optional(Type.String()),
+    prompts: Type.Optional(Type.Integer()),
+    model: Type.Optional(Type.String()),
+    value: Type.Optional(Type.String()),
+    status: Type.Optional(ref(DoneStatus)),
+    step: Type.Optional(
+      Type.Integer({ minimum: 1, description: 'LLM turns: the model step (agent mode) or attempt (stream mode self-correction) the event belongs to' }),
+    ),
+    duration_ms: Type.Optional(Type.Number()),
+  },
+  { $id: 'Event', description: "One event; fields present depend on type (see the README's event table)" },
+)
 
-export const Execution = Type.Object({
-  id: ExecutionId,
-  session_id: SessionId,
-  status: ref(ExecutionStatus),
-  created_at: Type.String({ format: 'date-time' }),
-  started_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
-  ended_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
-  duration_ms: Type.Union([Type.Number(), Type.Null()]),
-  execution_count: Type.Union([Type.Integer(), Type.Null()]),
-  events: Type.Array(ref(Event)),
-}, { $id: 'Execution' })
+export const Execution = Type.Object(
+  {
+    id: ExecutionId,
+    session_id: SessionId,
+    status: ref(ExecutionStatus),
+    created_at: Type.String({ format: 'date-time' }),
+    started_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+    ended_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+    duration_ms: Type.Union([Type.Number(), Type.Null()]),
+    execution_count: Type.Union([Type.Integer(), Type.Null()]),
+    events: Type.Array(ref(Event)),
+  },
+  { $id: 'Execution' },
+)
 
-export const Problem = Type.Object({
-  type: Type.String(),
-  title: Type.String(),
-  status: Type.Integer(),
-  detail: Type.String(),
-  code: Type.String({ description: 'Stable machine-readable error code' }),
-}, { $id: 'Problem', additionalProperties: true })
+export const Problem = Type.Object(
+  {
+    type: Type.String(),
+    title: Type.String(),
+    status: Type.Integer(),
+    detail: Type.String(),
+    code: Type.String({ description: 'Stable machine-readable error code' }),
+  },
+  { $id: 'Problem', additionalProperties: true },
+)
 
 export type SessionT = Static<typeof Session>
 export type LimitsT = Static<typeof Limits>

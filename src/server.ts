@@ -8,7 +8,10 @@ async function main(): Promise<void> {
   try {
     config = loadConfig()
   } catch (err) {
-    if (err instanceof ConfigError) { console.error(`replcast: configuration error: ${err.message}`); process.exit(2) }
+    if (err instanceof ConfigError) {
+      console.error(`replcast: configuration error: ${err.message}`)
+      process.exit(2)
+    }
     throw err
   }
   const app = await buildApp({ config })

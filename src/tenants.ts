@@ -9,18 +9,21 @@ const PosInt = (description: string) => Type.Integer({ minimum: 1, maximum: 1 <<
 const PosNum = (description: string) => Type.Number({ exclusiveMinimum: 0, maximum: 86400, description })
 
 /** One tenant's overrides; every field optional, unknown fields refused. */
-export const TenantLimitsOverride = Type.Object({
-  max_sessions: Type.Optional(PosInt('Live sessions')),
-  max_concurrent_executions: Type.Optional(PosInt('Executions queued or running at once')),
-  rate_per_min: Type.Optional(PosInt('API requests per minute')),
-  max_memory_mb: Type.Optional(Type.Integer({ minimum: 32, maximum: 1 << 20, description: 'Ceiling for limits.memory_mb' })),
-  max_cpus: Type.Optional(Type.Number({ minimum: 0.05, maximum: 256, description: 'Ceiling for limits.cpus' })),
-  max_pids: Type.Optional(Type.Integer({ minimum: 8, maximum: 1 << 20, description: 'Ceiling for limits.pids' })),
-  max_workspace_mb: Type.Optional(PosInt('Ceiling for the workspace size')),
-  max_exec_timeout_s: Type.Optional(PosNum('Ceiling for an execution\'s timeout_s')),
-  max_output_bytes: Type.Optional(Type.Integer({ minimum: 1024, maximum: 1 << 30, description: 'Ceiling for output bytes per execution' })),
-  max_idle_timeout_s: Type.Optional(PosInt('Ceiling for idle_timeout_s')),
-}, { additionalProperties: false })
+export const TenantLimitsOverride = Type.Object(
+  {
+    max_sessions: Type.Optional(PosInt('Live sessions')),
+    max_concurrent_executions: Type.Optional(PosInt('Executions queued or running at once')),
+    rate_per_min: Type.Optional(PosInt('API requests per minute')),
+    max_memory_mb: Type.Optional(Type.Integer({ minimum: 32, maximum: 1 << 20, description: 'Ceiling for limits.memory_mb' })),
+    max_cpus: Type.Optional(Type.Number({ minimum: 0.05, maximum: 256, description: 'Ceiling for limits.cpus' })),
+    max_pids: Type.Optional(Type.Integer({ minimum: 8, maximum: 1 << 20, description: 'Ceiling for limits.pids' })),
+    max_workspace_mb: Type.Optional(PosInt('Ceiling for the workspace size')),
+    max_exec_timeout_s: Type.Optional(PosNum("Ceiling for an execution's timeout_s")),
+    max_output_bytes: Type.Optional(Type.Integer({ minimum: 1024, maximum: 1 << 30, description: 'Ceiling for output bytes per execution' })),
+    max_idle_timeout_s: Type.Optional(PosInt('Ceiling for idle_timeout_s')),
+  },
+  { additionalProperties: false },
+)
 
 const TenantLimitsMap = Type.Record(Type.String({ pattern: '^(\\*|[A-Za-z0-9_.-]{1,64})$' }), TenantLimitsOverride, { additionalProperties: false })
 
@@ -40,13 +43,18 @@ export interface TenantDefaultsSource {
   MAX_IDLE_TIMEOUT_S: number
 }
 
-export class TenantLimitsError extends Error { override name = 'TenantLimitsError' }
+export class TenantLimitsError extends Error {
+  override name = 'TenantLimitsError'
+}
 
 export class TenantPolicy {
   private readonly resolved = new Map<string, TenantLimits>()
   private readonly fallback: TenantLimits
 
-  constructor(defaults: TenantLimits, private readonly overrides: Readonly<Record<string, Static<typeof TenantLimitsOverride>>> = {}) {
+  constructor(
+    defaults: TenantLimits,
+    private readonly overrides: Readonly<Record<string, Static<typeof TenantLimitsOverride>>> = {},
+  ) {
     this.fallback = Object.freeze({ ...defaults, ...(overrides['*'] ?? {}) })
   }
 
@@ -63,9 +71,16 @@ export class TenantPolicy {
 
 function defaultsFromConfig(c: TenantDefaultsSource): TenantLimits {
   return {
-    max_sessions: c.TENANT_MAX_SESSIONS, max_concurrent_executions: c.TENANT_MAX_CONCURRENT_EXECUTIONS, rate_per_min: c.TENANT_RATE_PER_MIN,
-    max_memory_mb: c.MAX_MEMORY_MB, max_cpus: c.MAX_CPUS, max_pids: c.MAX_PIDS, max_workspace_mb: c.MAX_WORKSPACE_MB,
-    max_exec_timeout_s: c.MAX_EXEC_TIMEOUT_S, max_output_bytes: c.MAX_OUTPUT_BYTES, max_idle_timeout_s: c.MAX_IDLE_TIMEOUT_S,
+    max_sessions: c.TENANT_MAX_SESSIONS,
+    max_concurrent_executions: c.TENANT_MAX_CONCURRENT_EXECUTIONS,
+    rate_per_min: c.TENANT_RATE_PER_MIN,
+    max_memory_mb: c.MAX_MEMORY_MB,
+    max_cpus: c.MAX_CPUS,
+    max_pids: c.MAX_PIDS,
+    max_workspace_mb: c.MAX_WORKSPACE_MB,
+    max_exec_timeout_s: c.MAX_EXEC_TIMEOUT_S,
+    max_output_bytes: c.MAX_OUTPUT_BYTES,
+    max_idle_timeout_s: c.MAX_IDLE_TIMEOUT_S,
   }
 }
 
@@ -77,7 +92,11 @@ export function parseTenantLimits(json: string, config: TenantDefaultsSource): T
   const defaults = defaultsFromConfig(config)
   if (!json.trim()) return new TenantPolicy(defaults)
   let raw: unknown
-  try { raw = JSON.parse(json) } catch (e) { throw new TenantLimitsError(`REPLCAST_TENANT_LIMITS is not valid JSON: ${(e as Error).message}`) }
+  try {
+    raw = JSON.parse(json)
+  } catch (e) {
+    throw new TenantLimitsError(`REPLCAST_TENANT_LIMITS is not valid JSON: ${(e as Error).message}`)
+  }
   const err = Value.Errors(TenantLimitsMap, raw)[0]
   if (err) throw new TenantLimitsError(`invalid REPLCAST_TENANT_LIMITS${err.instancePath ? ` at ${err.instancePath}` : ''}: ${err.message}`)
   return new TenantPolicy(defaults, raw as Record<string, Static<typeof TenantLimitsOverride>>)
@@ -95,9 +114,13 @@ export interface RequestedLimits {
 }
 
 const CEILING: Record<keyof RequestedLimits, keyof TenantLimits> = {
-  'limits.memory_mb': 'max_memory_mb', 'limits.cpus': 'max_cpus', 'limits.pids': 'max_pids',
-  'limits.workspace_mb': 'max_workspace_mb', 'limits.output_bytes': 'max_output_bytes',
-  idle_timeout_s: 'max_idle_timeout_s', timeout_s: 'max_exec_timeout_s',
+  'limits.memory_mb': 'max_memory_mb',
+  'limits.cpus': 'max_cpus',
+  'limits.pids': 'max_pids',
+  'limits.workspace_mb': 'max_workspace_mb',
+  'limits.output_bytes': 'max_output_bytes',
+  idle_timeout_s: 'max_idle_timeout_s',
+  timeout_s: 'max_exec_timeout_s',
 }
 
 /** Throws limit_exceeded (400) naming the first requested value above the tenant's ceiling. */

@@ -4,9 +4,45 @@
 // first characters look like prose, and only until its end decides it.
 
 const KEYWORDS = new Set([
-  'False', 'None', 'True', 'and', 'as', 'assert', 'async', 'await', 'break', 'class', 'continue', 'def', 'del', 'elif', 'else',
-  'except', 'finally', 'for', 'from', 'global', 'if', 'import', 'in', 'is', 'lambda', 'nonlocal', 'not', 'or', 'pass', 'raise',
-  'return', 'try', 'while', 'with', 'yield', 'match', 'case', 'print', 'exec',
+  'False',
+  'None',
+  'True',
+  'and',
+  'as',
+  'assert',
+  'async',
+  'await',
+  'break',
+  'class',
+  'continue',
+  'def',
+  'del',
+  'elif',
+  'else',
+  'except',
+  'finally',
+  'for',
+  'from',
+  'global',
+  'if',
+  'import',
+  'in',
+  'is',
+  'lambda',
+  'nonlocal',
+  'not',
+  'or',
+  'pass',
+  'raise',
+  'return',
+  'try',
+  'while',
+  'with',
+  'yield',
+  'match',
+  'case',
+  'print',
+  'exec',
 ])
 const STRING_PREFIXES = new Set(['r', 'u', 'b', 'f', 't', 'br', 'rb', 'fr', 'rf', 'tr', 'rt'])
 const PLAIN_WORD = /^[A-Za-z][A-Za-z'’-]*[,.;:!?]*$/
@@ -22,15 +58,29 @@ class PyScan {
   depth = 0
   continued = false
 
-  get inside(): boolean { return this.depth > 0 || this.continued || (this.quote !== null && this.quote.length === 3) }
+  get inside(): boolean {
+    return this.depth > 0 || this.continued || (this.quote !== null && this.quote.length === 3)
+  }
 
   feed(text: string): void {
     for (let i = 0; i < text.length; i++) {
       const c = text[i]!
-      if (this.comment) { if (c === '\n') { this.comment = false; this.continued = false } continue }
+      if (this.comment) {
+        if (c === '\n') {
+          this.comment = false
+          this.continued = false
+        }
+        continue
+      }
       if (this.quote) {
-        if (this.escape) { this.escape = false; continue }
-        if (c === '\\') { this.escape = true; continue }
+        if (this.escape) {
+          this.escape = false
+          continue
+        }
+        if (c === '\\') {
+          this.escape = true
+          continue
+        }
         if (this.quote.length === 1) {
           if (c === this.quote || c === '\n') this.quote = null
         } else if (c === this.quote[0] && text.startsWith(this.quote, i)) {
@@ -39,10 +89,16 @@ class PyScan {
         }
         continue
       }
-      if (c === '#') { this.comment = true; continue }
-      if (c === '"' || c === '\'') {
+      if (c === '#') {
+        this.comment = true
+        continue
+      }
+      if (c === '"' || c === "'") {
         const triple = c.repeat(3)
-        if (text.startsWith(triple, i)) { this.quote = triple; i += 2 } else this.quote = c
+        if (text.startsWith(triple, i)) {
+          this.quote = triple
+          i += 2
+        } else this.quote = c
         continue
       }
       if (c === '(' || c === '[' || c === '{') this.depth++
@@ -70,12 +126,18 @@ export class CodeFilter {
       if (this.decision === 'pass') {
         out += c
         this.line += c
-        if (c === '\n') { this.scan.feed(this.line); this.reset() }
+        if (c === '\n') {
+          this.scan.feed(this.line)
+          this.reset()
+        }
         continue
       }
       if (this.decision === 'drop') {
         this.line += c
-        if (c === '\n') { this.dropped.push(this.line); this.reset() }
+        if (c === '\n') {
+          this.dropped.push(this.line)
+          this.reset()
+        }
         continue
       }
       this.line += c
@@ -83,7 +145,10 @@ export class CodeFilter {
       this.decision = this.decide(complete)
       if (this.decision === 'pass') {
         out += this.line
-        if (complete) { this.scan.feed(this.line); this.reset() }
+        if (complete) {
+          this.scan.feed(this.line)
+          this.reset()
+        }
       } else if (complete) {
         if (this.decision !== 'drop') throw new Error('undecided complete line') // decide() always decides complete lines
         this.dropped.push(this.line)
@@ -95,7 +160,10 @@ export class CodeFilter {
 
   /** The end of the reply: decides the last, unterminated line. */
   end(): string {
-    if (!this.line || this.decision === 'pass' || this.decision === 'drop') { this.reset(); return '' }
+    if (!this.line || this.decision === 'pass' || this.decision === 'drop') {
+      this.reset()
+      return ''
+    }
     this.line += '\n'
     const d = this.decide(true)
     const line = this.line.slice(0, -1)
@@ -105,7 +173,10 @@ export class CodeFilter {
     return ''
   }
 
-  private reset(): void { this.line = ''; this.decision = 'hold' }
+  private reset(): void {
+    this.line = ''
+    this.decision = 'hold'
+  }
 
   private decide(complete: boolean): Decision {
     const body = this.line.replace(/\r?\n$/, '')
@@ -147,7 +218,7 @@ export class CodeFilter {
     if (!rest) return complete ? 'pass' : 'hold'
     if (KEYWORDS.has(word)) return 'pass'
     const next = rest[0]!
-    if (next === '\'' || next === '"') return STRING_PREFIXES.has(word.toLowerCase()) ? 'pass' : 'suspicious'
+    if (next === "'" || next === '"') return STRING_PREFIXES.has(word.toLowerCase()) ? 'pass' : 'suspicious'
     if (next === '!') return rest.length < 2 && !complete ? 'hold' : rest[1] === '=' ? 'pass' : 'suspicious'
     if (next === '.') return rest.length < 2 && !complete ? 'hold' : /[A-Za-z_]/.test(rest[1] ?? '') ? 'pass' : 'suspicious'
     if (next === ' ' || next === '\t') {

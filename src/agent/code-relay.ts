@@ -10,7 +10,11 @@ export class CodeRelay {
   private flushing: Promise<void> | null = null
   private failure: Error | null = null
 
-  constructor(private readonly log: DrivenLog, private readonly run: StreamedRun, private readonly step: number) {}
+  constructor(
+    private readonly log: DrivenLog,
+    private readonly run: StreamedRun,
+    private readonly step: number,
+  ) {}
 
   /** Queues a piece of code; throws the log's error once a write failed (the reply must stop there). */
   push(text: string): void {
@@ -28,7 +32,9 @@ export class CodeRelay {
   }
 
   /** Waits for writes in flight, whatever their outcome. */
-  async settle(): Promise<void> { await this.flushing }
+  async settle(): Promise<void> {
+    await this.flushing
+  }
 
   private async flush(): Promise<void> {
     try {

@@ -37,7 +37,11 @@ export class HistoryStore {
     // Only while the session exists: a turn ending after DELETE must not resurrect its history.
     const exists = await this.store.redis.exists(this.store.keys.session(sid))
     if (!exists) return
-    await this.store.redis.multi().rpush(key, ...bounded.map((e) => JSON.stringify(e))).ltrim(key, -HISTORY_KEEP, -1).exec()
+    await this.store.redis
+      .multi()
+      .rpush(key, ...bounded.map((e) => JSON.stringify(e)))
+      .ltrim(key, -HISTORY_KEEP, -1)
+      .exec()
   }
 
   /** The newest `limit` entries, oldest first. */
@@ -46,7 +50,11 @@ export class HistoryStore {
     const rows = await this.store.redis.lrange(this.store.keys.history(sid), -limit, -1)
     const out: HistoryEntry[] = []
     for (const r of rows) {
-      try { out.push(JSON.parse(r) as HistoryEntry) } catch { /* a corrupt entry is skipped */ }
+      try {
+        out.push(JSON.parse(r) as HistoryEntry)
+      } catch {
+        /* a corrupt entry is skipped */
+      }
     }
     return out
   }

@@ -7,7 +7,11 @@ import { LlmError } from './errors.js'
 
 export type ChatMessage = { role: 'system' | 'user' | 'assistant'; content: string }
 
-export interface Usage { prompt_tokens: number; completion_tokens: number; total_tokens: number }
+export interface Usage {
+  prompt_tokens: number
+  completion_tokens: number
+  total_tokens: number
+}
 
 export interface CallOptions {
   model: string
@@ -38,7 +42,12 @@ export class OpenAiLlmClient implements LlmClient {
       // A live turn fails fast rather than retrying behind the user's back; sub-calls retry once.
       maxRetries: 0,
       timeout: 10 * 60 * 1000,
-      logger: { error: (m, ...a) => log.warn({ detail: a }, `openai: ${m}`), warn: (m) => log.warn(`openai: ${m}`), info: () => undefined, debug: () => undefined },
+      logger: {
+        error: (m, ...a) => log.warn({ detail: a }, `openai: ${m}`),
+        warn: (m) => log.warn(`openai: ${m}`),
+        info: () => undefined,
+        debug: () => undefined,
+      },
     })
   }
 
@@ -49,16 +58,19 @@ export class OpenAiLlmClient implements LlmClient {
       const idle = new IdleWatch(opts.idleTimeoutMs, opts.signal)
       let finished = false
       try {
-        const stream = await idle.guard(sdk.chat.completions.create(
-          { model: opts.model, messages, stream: true, max_tokens: opts.maxTokens, stream_options: { include_usage: true } },
-          { signal: idle.signal, maxRetries: 0 },
-        ))
+        const stream = await idle.guard(
+          sdk.chat.completions.create(
+            { model: opts.model, messages, stream: true, max_tokens: opts.maxTokens, stream_options: { include_usage: true } },
+            { signal: idle.signal, maxRetries: 0 },
+          ),
+        )
         const it = stream[Symbol.asyncIterator]()
         for (;;) {
           const next = await idle.guard(it.next())
           if (next.done) break
           const chunk = next.value
-          if (chunk.usage) usage = { prompt_tokens: chunk.usage.prompt_tokens, completion_tokens: chunk.usage.completion_tokens, total_tokens: chunk.usage.total_tokens }
+          if (chunk.usage)
+            usage = { prompt_tokens: chunk.usage.prompt_tokens, completion_tokens: chunk.usage.completion_tokens, total_tokens: chunk.usage.total_tokens }
           const choice = chunk.choices?.[0]
           if (choice?.finish_reason) finished = true
           const text = choice?.delta?.content
@@ -70,7 +82,7 @@ export class OpenAiLlmClient implements LlmClient {
         idle.stop()
       }
       // The SDK ends quietly when the connection closes before [DONE]; a real reply always says why it ended.
-      if (!finished) throw new LlmError('the model\'s stream ended before the reply was complete (no finish_reason)', 'protocol')
+      if (!finished) throw new LlmError("the model's stream ended before the reply was complete (no finish_reason)", 'protocol')
     }
     return { deltas: deltas(), usage: () => usage }
   }
@@ -78,7 +90,9 @@ export class OpenAiLlmClient implements LlmClient {
   async complete(messages: ChatMessage[], opts: CallOptions): Promise<{ text: string; usage: Usage | null }> {
     const idle = new IdleWatch(opts.idleTimeoutMs, opts.signal)
     try {
-      const res = await idle.guard(this.sdk.chat.completions.create({ model: opts.model, messages, max_tokens: opts.maxTokens }, { signal: idle.signal, maxRetries: 1 }))
+      const res = await idle.guard(
+        this.sdk.chat.completions.create({ model: opts.model, messages, max_tokens: opts.maxTokens }, { signal: idle.signal, maxRetries: 1 }),
+      )
       const text = res.choices?.[0]?.message?.content
       if (typeof text !== 'string') throw new LlmError('the model answered without text', 'protocol')
       const u = res.usage
@@ -98,27 +112,44 @@ class IdleWatch {
   timedOut = false
   private readonly onOuter = () => this.ac.abort(this.outer.reason)
 
-  constructor(private readonly ms: number, private readonly outer: AbortSignal) {
+  constructor(
+    private readonly ms: number,
+    private readonly outer: AbortSignal,
+  ) {
     if (outer.aborted) this.ac.abort(outer.reason)
     else outer.addEventListener('abort', this.onOuter, { once: true })
     this.arm()
   }
 
-  get signal(): AbortSignal { return this.ac.signal }
+  get signal(): AbortSignal {
+    return this.ac.signal
+  }
 
   private arm(): void {
     if (this.timer) clearTimeout(this.timer)
-    this.timer = setTimeout(() => { this.timedOut = true; this.ac.abort(new Error('idle timeout')) }, this.ms)
+    this.timer = setTimeout(() => {
+      this.timedOut = true
+      this.ac.abort(new Error('idle timeout'))
+    }, this.ms)
     this.timer.unref()
   }
 
   /** Awaits `p`, re-arming the idle timer when it settles; rejects as soon as the signal aborts. */
   async guard<T>(p: Promise<T>): Promise<T> {
     const signal = this.ac.signal
-    if (signal.aborted) { p.catch(() => undefined); throw signal.reason }
+    if (signal.aborted) {
+      p.catch(() => undefined)
+      throw signal.reason
+    }
     let onAbort: (() => void) | null = null
     try {
-      return await Promise.race([p, new Promise<never>((_, reject) => { onAbort = () => reject(asError(signal.reason)); signal.addEventListener('abort', onAbort, { once: true }) })])
+      return await Promise.race([
+        p,
+        new Promise<never>((_, reject) => {
+          onAbort = () => reject(asError(signal.reason))
+          signal.addEventListener('abort', onAbort, { once: true })
+        }),
+      ])
     } finally {
       if (onAbort) signal.removeEventListener('abort', onAbort)
       p.catch(() => undefined)
@@ -140,9 +171,10 @@ function toLlmError(err: unknown, idle: IdleWatch, opts: CallOptions): LlmError 
   if (err instanceof OpenAI.APIError && typeof err.status === 'number') {
     return new LlmError(`the model endpoint answered HTTP ${err.status}: ${firstLine(err.message)}`, 'http', { cause: err })
   }
-  if (err instanceof OpenAI.APIConnectionError) return new LlmError(`could not reach the model endpoint (${firstLine(err.message)})`, 'connection', { cause: err })
+  if (err instanceof OpenAI.APIConnectionError)
+    return new LlmError(`could not reach the model endpoint (${firstLine(err.message)})`, 'connection', { cause: err })
   if (err instanceof OpenAI.APIError) return new LlmError(`the model reported an error: ${firstLine(err.message)}`, 'protocol', { cause: err })
-  if (err instanceof SyntaxError) return new LlmError('the model\'s stream sent a malformed chunk', 'protocol', { cause: err })
+  if (err instanceof SyntaxError) return new LlmError("the model's stream sent a malformed chunk", 'protocol', { cause: err })
   return new LlmError(`the model call failed: ${firstLine(err instanceof Error ? err.message : String(err))}`, 'connection', { cause: err })
 }
 

@@ -8,8 +8,14 @@ import type { RedisStore } from '../store/redis-store.js'
 import { HistoryStore } from './history-store.js'
 import type { LlmClient } from './llm-client.js'
 import {
-  DEFAULT_HISTORY_LENGTH, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_STEPS, DEFAULT_MODEL_TIMEOUT_S, DEFAULT_OUTPUT_CHARS, DEFAULT_SUB_CALL_BUDGET,
-  DEFAULT_TURN_TIMEOUT_S, TURN_QUEUE_DEPTH,
+  DEFAULT_HISTORY_LENGTH,
+  DEFAULT_MAX_ATTEMPTS,
+  DEFAULT_MAX_STEPS,
+  DEFAULT_MODEL_TIMEOUT_S,
+  DEFAULT_OUTPUT_CHARS,
+  DEFAULT_SUB_CALL_BUDGET,
+  DEFAULT_TURN_TIMEOUT_S,
+  TURN_QUEUE_DEPTH,
 } from './limits.js'
 import type { MessageRequestT, MessageT } from './schemas.js'
 import type { SubCalls } from './sub-calls.js'
@@ -27,11 +33,19 @@ export interface LlmServiceDeps {
   allowedModels: ReadonlySet<string>
 }
 
-interface SessionLine { tail: Promise<void>; waiting: number }
+interface SessionLine {
+  tail: Promise<void>
+  waiting: number
+}
 
 /** The models a request may choose: REPLCAST_MODEL and the REPLCAST_MODELS list. */
 export function allowedModels(config: Config): Set<string> {
-  return new Set([config.REPLCAST_MODEL, ...config.REPLCAST_MODELS.split(',').map((m) => m.trim()).filter(Boolean)])
+  return new Set([
+    config.REPLCAST_MODEL,
+    ...config.REPLCAST_MODELS.split(',')
+      .map((m) => m.trim())
+      .filter(Boolean),
+  ])
 }
 
 export class LlmService {
@@ -52,25 +66,36 @@ export class LlmService {
   async startTurn(tenant: string, sid: string, body: MessageRequestT): Promise<string> {
     const { config, executions, allowedModels: allowed } = this.deps
     const llm = this.deps.llm
-    if (!llm) throw new AppError('llm_not_configured', 'LLM turns need an OpenAI-compatible endpoint: set OPENAI_BASE_URL (and OPENAI_API_KEY if it needs one); code execution works without it')
+    if (!llm)
+      throw new AppError(
+        'llm_not_configured',
+        'LLM turns need an OpenAI-compatible endpoint: set OPENAI_BASE_URL (and OPENAI_API_KEY if it needs one); code execution works without it',
+      )
     if (this.closing) throw new AppError('unavailable', 'the service is shutting down')
     const model = body.model ?? config.REPLCAST_MODEL
     if (!allowed.has(model)) {
-      throw new AppError('model_not_allowed', `model ${JSON.stringify(model)} is not allowed; choose one of: ${[...allowed].join(', ')}`, { extra: { allowed: [...allowed] } })
+      throw new AppError('model_not_allowed', `model ${JSON.stringify(model)} is not allowed; choose one of: ${[...allowed].join(', ')}`, {
+        extra: { allowed: [...allowed] },
+      })
     }
     const timeoutS = body.timeout_s ?? Math.min(DEFAULT_TURN_TIMEOUT_S, config.MAX_EXEC_TIMEOUT_S)
-    if (timeoutS > config.MAX_EXEC_TIMEOUT_S) throw new AppError('limit_exceeded', `timeout_s is above the allowed maximum of ${config.MAX_EXEC_TIMEOUT_S}`, { extra: { limit: 'timeout_s', maximum: config.MAX_EXEC_TIMEOUT_S } })
+    if (timeoutS > config.MAX_EXEC_TIMEOUT_S)
+      throw new AppError('limit_exceeded', `timeout_s is above the allowed maximum of ${config.MAX_EXEC_TIMEOUT_S}`, {
+        extra: { limit: 'timeout_s', maximum: config.MAX_EXEC_TIMEOUT_S },
+      })
     const mode = body.mode ?? 'stream'
     const context = body.context
     if (context !== undefined) {
       if (mode !== 'agent') throw new AppError('validation_failed', 'context is only used in agent mode (mode: "agent")')
-      if (context === null || (typeof context !== 'string' && typeof context !== 'object')) throw new AppError('validation_failed', 'context must be a string, a list or an object')
+      if (context === null || (typeof context !== 'string' && typeof context !== 'object'))
+        throw new AppError('validation_failed', 'context must be a string, a list or an object')
     }
 
     // The place in the session's line of turns is taken before anything is awaited, so concurrent
     // requests see each other: one turn runs at a time, the rest wait, up to TURN_QUEUE_DEPTH.
     const line = this.lines.get(sid) ?? { tail: Promise.resolve(), waiting: 0 }
-    if (line.waiting > TURN_QUEUE_DEPTH) throw new AppError('queue_full', `${line.waiting - 1} turns are already waiting in this session (the maximum is ${TURN_QUEUE_DEPTH})`)
+    if (line.waiting > TURN_QUEUE_DEPTH)
+      throw new AppError('queue_full', `${line.waiting - 1} turns are already waiting in this session (the maximum is ${TURN_QUEUE_DEPTH})`)
     const behindTurn = line.waiting > 0
     line.waiting++
     this.lines.set(sid, line)
@@ -87,35 +112,49 @@ export class LlmService {
     }
 
     const b = body.llm_budget ?? {}
-    const turn = new Turn({
-      tenant, sid, mode, content: body.content, context, model,
-      maxAttempts: body.max_attempts ?? DEFAULT_MAX_ATTEMPTS,
-      maxSteps: body.max_steps ?? DEFAULT_MAX_STEPS,
-      outputChars: body.output_chars ?? DEFAULT_OUTPUT_CHARS,
-      timeoutMs: timeoutS * 1000,
-      modelTimeoutMs: (body.model_timeout_s ?? DEFAULT_MODEL_TIMEOUT_S) * 1000,
-      historyLength: body.max_history_length ?? DEFAULT_HISTORY_LENGTH,
-      includeOutputs: body.include_outputs ?? true,
-      budget: {
-        max_calls: b.max_calls ?? DEFAULT_SUB_CALL_BUDGET.max_calls,
-        max_concurrency: b.max_concurrency ?? DEFAULT_SUB_CALL_BUDGET.max_concurrency,
-        timeout_s: b.timeout_s ?? DEFAULT_SUB_CALL_BUDGET.timeout_s,
-        max_tokens: b.max_tokens ?? DEFAULT_SUB_CALL_BUDGET.max_tokens,
+    const turn = new Turn(
+      {
+        tenant,
+        sid,
+        mode,
+        content: body.content,
+        context,
+        model,
+        maxAttempts: body.max_attempts ?? DEFAULT_MAX_ATTEMPTS,
+        maxSteps: body.max_steps ?? DEFAULT_MAX_STEPS,
+        outputChars: body.output_chars ?? DEFAULT_OUTPUT_CHARS,
+        timeoutMs: timeoutS * 1000,
+        modelTimeoutMs: (body.model_timeout_s ?? DEFAULT_MODEL_TIMEOUT_S) * 1000,
+        historyLength: body.max_history_length ?? DEFAULT_HISTORY_LENGTH,
+        includeOutputs: body.include_outputs ?? true,
+        budget: {
+          max_calls: b.max_calls ?? DEFAULT_SUB_CALL_BUDGET.max_calls,
+          max_concurrency: b.max_concurrency ?? DEFAULT_SUB_CALL_BUDGET.max_concurrency,
+          timeout_s: b.timeout_s ?? DEFAULT_SUB_CALL_BUDGET.timeout_s,
+          max_tokens: b.max_tokens ?? DEFAULT_SUB_CALL_BUDGET.max_tokens,
+        },
       },
-    }, { executions, history: this.history, llm, subCalls: this.deps.subCalls, log: this.deps.log }, turnLog)
+      { executions, history: this.history, llm, subCalls: this.deps.subCalls, log: this.deps.log },
+      turnLog,
+    )
 
     // One turn at a time per session: the next starts when the previous has written its done.
     this.turns.set(turn.id, turn)
-    const started = line.tail.then(() => turn.run()).catch((err: unknown) => this.deps.log.error({ err, turnId: turn.id }, 'turn crashed')).finally(() => {
-      this.turns.delete(turn.id)
-      leave()
-    })
+    const started = line.tail
+      .then(() => turn.run())
+      .catch((err: unknown) => this.deps.log.error({ err, turnId: turn.id }, 'turn crashed'))
+      .finally(() => {
+        this.turns.delete(turn.id)
+        leave()
+      })
     line.tail = started
     return turn.id
   }
 
   /** Interrupts a turn that is still going (its client went away and asked for that). No-op once it ended. */
-  cancel(turnId: string, reason: string): void { this.turns.get(turnId)?.cancel(reason) }
+  cancel(turnId: string, reason: string): void {
+    this.turns.get(turnId)?.cancel(reason)
+  }
 
   /** The session's conversation, oldest first (the newest `limit` messages). */
   async messages(tenant: string, sid: string, limit: number): Promise<MessageT[]> {

@@ -65,7 +65,12 @@ export function stepMessage(o: StepOutput, step: number, maxSteps: number, maxCh
 
 export function agentTaskMessage(content: string, context: unknown): string {
   if (context === undefined) return `${content}\n\n(No \`context\` was given for this task.)`
-  const kind = typeof context === 'string' ? `a str of ${context.length} characters` : Array.isArray(context) ? `a list of ${context.length} items` : `a dict with ${Object.keys(context as object).length} keys`
+  const kind =
+    typeof context === 'string'
+      ? `a str of ${context.length} characters`
+      : Array.isArray(context)
+        ? `a list of ${context.length} items`
+        : `a dict with ${Object.keys(context as object).length} keys`
   return `${content}\n\nThe variable \`context\` in the REPL holds the task's data: ${kind}. It is not shown here; explore it with code.`
 }
 

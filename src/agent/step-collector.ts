@@ -17,12 +17,20 @@ export class StepCollector {
   /** Takes one event of the step; false when it must stay out of the turn's log. */
   take(e: EventPayload): boolean {
     switch (e.type) {
-      case 'stdout': case 'stderr': this.keep(str(e.text)); break
-      case 'result': this.keep(`${str((e.data as Record<string, unknown> | undefined)?.['text/plain'])}\n`); break
-      case 'final': this.final = str(e.value); break
+      case 'stdout':
+      case 'stderr':
+        this.keep(str(e.text))
+        break
+      case 'result':
+        this.keep(`${str((e.data as Record<string, unknown> | undefined)?.['text/plain'])}\n`)
+        break
+      case 'final':
+        this.final = str(e.value)
+        break
       case 'error':
         if (this.poisoned && e.ename === 'SyntaxError') return false
-        if (e.ename !== 'LLMError') this.output.error = { ename: str(e.ename) || 'Error', evalue: str(e.evalue), traceback: Array.isArray(e.traceback) ? e.traceback.map(str) : [] }
+        if (e.ename !== 'LLMError')
+          this.output.error = { ename: str(e.ename) || 'Error', evalue: str(e.evalue), traceback: Array.isArray(e.traceback) ? e.traceback.map(str) : [] }
         break
     }
     return true

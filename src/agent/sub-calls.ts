@@ -16,7 +16,11 @@ export class SubCallAccount {
   private inFlight = 0
   private readonly waiting: Array<() => void> = []
 
-  constructor(readonly budget: SubCallBudget, readonly defaultModel: string, readonly signal: AbortSignal) {}
+  constructor(
+    readonly budget: SubCallBudget,
+    readonly defaultModel: string,
+    readonly signal: AbortSignal,
+  ) {}
 
   /** Waits for a concurrency slot; returns its release. */
   async slot(): Promise<() => void> {
@@ -27,7 +31,8 @@ export class SubCallAccount {
       if (released) return
       released = true
       const next = this.waiting.shift()
-      if (next) next() // the slot passes straight to the next waiter
+      if (next)
+        next() // the slot passes straight to the next waiter
       else this.inFlight--
     }
   }
@@ -49,16 +54,25 @@ export class SubCalls implements LlmRequestHandler {
   ) {}
 
   /** Routes sub-calls made by the steps of the turn whose log is `logId` to `account`. */
-  register(logId: string, account: SubCallAccount): void { this.accounts.set(logId, account) }
-  unregister(logId: string): void { this.accounts.delete(logId) }
+  register(logId: string, account: SubCallAccount): void {
+    this.accounts.set(logId, account)
+  }
+  unregister(logId: string): void {
+    this.accounts.delete(logId)
+  }
 
-  modelFor(logId: string): string { return (this.accounts.get(logId) ?? this.plain.get(logId)?.account)?.defaultModel ?? this.defaultModel }
+  modelFor(logId: string): string {
+    return (this.accounts.get(logId) ?? this.plain.get(logId)?.account)?.defaultModel ?? this.defaultModel
+  }
 
   /** Never throws; always answers the frame. */
   handle(ctx: LlmRequestContext, frame: LlmRequestFrame): void {
     // Charged to the execution the session is running, never to an id the sandbox code chose.
     const running = ctx.running()
-    if (!running || frame.exec_id !== running.id) { ctx.reply({ error: 'llm_query/llm_batch can only be called from the running execution' }); return }
+    if (!running || frame.exec_id !== running.id) {
+      ctx.reply({ error: 'llm_query/llm_batch can only be called from the running execution' })
+      return
+    }
     void this.answer(frame, running).then(ctx.reply, (err: unknown) => {
       if (!(err instanceof AgentError)) this.log.warn({ err, sessionId: ctx.sessionId }, 'llm sub-call failed')
       ctx.reply({ error: err instanceof AgentError ? err.message : 'the model call failed (internal error)' })
@@ -87,18 +101,24 @@ export class SubCalls implements LlmRequestHandler {
   private async answer(frame: LlmRequestFrame, running: { id: string; logId: string }): Promise<LlmReply> {
     if (!this.llm) throw new AgentError('llm_not_configured', 'no LLM is configured for this service (OPENAI_BASE_URL is not set)')
     const prompts = frame.prompts
-    if (!Array.isArray(prompts) || prompts.length === 0 || !prompts.every((p) => typeof p === 'string')) throw new AgentError('bad_request', 'llm_request needs a non-empty list of prompt strings')
+    if (!Array.isArray(prompts) || prompts.length === 0 || !prompts.every((p) => typeof p === 'string'))
+      throw new AgentError('bad_request', 'llm_request needs a non-empty list of prompt strings')
     const tooLong = prompts.findIndex((p) => p.length > MAX_SUB_PROMPT_CHARS)
-    if (tooLong >= 0) throw new AgentError('bad_request', `prompt ${tooLong} has ${prompts[tooLong]!.length} characters; the maximum is ${MAX_SUB_PROMPT_CHARS}`)
+    if (tooLong >= 0)
+      throw new AgentError('bad_request', `prompt ${tooLong} has ${prompts[tooLong]!.length} characters; the maximum is ${MAX_SUB_PROMPT_CHARS}`)
     const acct = this.account(running)
     const model = typeof frame.model === 'string' && frame.model ? frame.model : acct.defaultModel
     if (!this.allowedModels.has(model)) throw new AgentError('model_not_allowed', `model ${JSON.stringify(model)} is not on this service's allowlist`)
     const b = acct.budget
     if (acct.signal.aborted) throw new AgentError('turn_ended', 'the turn has ended')
     if (acct.calls + prompts.length > b.max_calls) {
-      throw new AgentError('budget_exhausted', `LLM call budget exhausted: this turn may send ${b.max_calls} prompts to the model; ${acct.calls} were sent and ${prompts.length} more were asked`)
+      throw new AgentError(
+        'budget_exhausted',
+        `LLM call budget exhausted: this turn may send ${b.max_calls} prompts to the model; ${acct.calls} were sent and ${prompts.length} more were asked`,
+      )
     }
-    if (acct.tokens >= b.max_tokens) throw new AgentError('budget_exhausted', `LLM token budget exhausted: ${acct.tokens} of ${b.max_tokens} tokens used in this turn`)
+    if (acct.tokens >= b.max_tokens)
+      throw new AgentError('budget_exhausted', `LLM token budget exhausted: ${acct.tokens} of ${b.max_tokens} tokens used in this turn`)
     acct.calls += prompts.length
     const texts = await Promise.all(prompts.map((p) => this.one(acct, model, p)))
     return texts.length === 1 ? { text: texts[0]!, texts } : { texts }
@@ -112,18 +132,26 @@ export class SubCalls implements LlmRequestHandler {
     try {
       const need = estimateTokens(prompt.length)
       const left = acct.budget.max_tokens - acct.tokens
-      if (need >= left) throw new AgentError('budget_exhausted', `LLM token budget exhausted: this prompt needs about ${need} tokens and ${Math.max(0, left)} of ${acct.budget.max_tokens} are left in this turn`)
+      if (need >= left)
+        throw new AgentError(
+          'budget_exhausted',
+          `LLM token budget exhausted: this prompt needs about ${need} tokens and ${Math.max(0, left)} of ${acct.budget.max_tokens} are left in this turn`,
+        )
       const maxTokens = Math.max(1, Math.min(SUB_CALL_MAX_TOKENS, left - need))
       reserved = need + maxTokens
       acct.tokens += reserved
       const { text, usage } = await this.llm!.complete([{ role: 'user', content: prompt }], {
-        model, signal: acct.signal, idleTimeoutMs: acct.budget.timeout_s * 1000, maxTokens,
+        model,
+        signal: acct.signal,
+        idleTimeoutMs: acct.budget.timeout_s * 1000,
+        maxTokens,
       })
       acct.tokens += (usage?.total_tokens ?? estimateTokens(prompt.length + text.length)) - reserved
       reserved = 0
       return text
     } catch (err) {
-      if (err instanceof LlmError && err.kind === 'timeout') throw new LlmError(`the model did not answer within ${acct.budget.timeout_s} s (the per-call timeout)`, 'timeout', { cause: err })
+      if (err instanceof LlmError && err.kind === 'timeout')
+        throw new LlmError(`the model did not answer within ${acct.budget.timeout_s} s (the per-call timeout)`, 'timeout', { cause: err })
       throw err
     } finally {
       // A failed call is charged what its prompt was estimated to cost.

@@ -67,7 +67,11 @@ export class Turn {
   /** llm_query/llm_batch budget of the whole turn, shared by all its steps. */
   private readonly account: SubCallAccount
 
-  constructor(private readonly p: TurnParams, private readonly deps: TurnDeps, private readonly turnLog: DrivenLog) {
+  constructor(
+    private readonly p: TurnParams,
+    private readonly deps: TurnDeps,
+    private readonly turnLog: DrivenLog,
+  ) {
     this.account = new SubCallAccount(p.budget, p.model, this.ac.signal)
     // An interrupt of the session between two steps ends the turn (a turn still waiting is left alone).
     turnLog.onInterrupt(() => {
@@ -77,7 +81,9 @@ export class Turn {
     })
   }
 
-  get id(): string { return this.turnLog.id }
+  get id(): string {
+    return this.turnLog.id
+  }
 
   /** Ends the turn early (client gone, interrupt, service closing): interrupts the running step. */
   cancel(reason: string): void {
@@ -87,9 +93,14 @@ export class Turn {
   }
 
   /** Aborts everything without waiting for the REPL (the service is closing). */
-  abort(): void { this.cancel('the service is shutting down'); this.ac.abort() }
+  abort(): void {
+    this.cancel('the service is shutting down')
+    this.ac.abort()
+  }
 
-  private appendTurn(e: EventPayload): Promise<string> { return this.turnLog.append(e) }
+  private appendTurn(e: EventPayload): Promise<string> {
+    return this.turnLog.append(e)
+  }
 
   /** Runs the turn to its end. Never throws; writes exactly one `done`. */
   async run(): Promise<void> {
@@ -104,15 +115,29 @@ export class Turn {
     try {
       const messages = await this.initialMessages()
       for (let n = 1; ; n++) {
-        if (this.cancelReason) { await this.appendTurn(cancelError(this.cancelReason)); status = 'interrupted'; break }
+        if (this.cancelReason) {
+          await this.appendTurn(cancelError(this.cancelReason))
+          status = 'interrupted'
+          break
+        }
         const remaining = this.startedAt + p.timeoutMs - Date.now()
-        if (remaining <= 0) { await this.appendTurn({ type: 'error', ename: 'TimeoutError', evalue: `the turn used its ${p.timeoutMs / 1000} s`, traceback: [] }); status = 'timeout'; break }
+        if (remaining <= 0) {
+          await this.appendTurn({ type: 'error', ename: 'TimeoutError', evalue: `the turn used its ${p.timeoutMs / 1000} s`, traceback: [] })
+          status = 'timeout'
+          break
+        }
         const r = await this.step(n, messages, remaining)
         if (r.code) code.push(r.code)
         if (r.output.output) outputs.push(r.output.output)
         if (r.final !== undefined) final = r.final
-        if (r.llmError) { status = 'error'; break }
-        if (r.status === null) { status = 'killed'; break } // the service is closing
+        if (r.llmError) {
+          status = 'error'
+          break
+        }
+        if (r.status === null) {
+          status = 'killed'
+          break
+        } // the service is closing
         if (r.status !== 'ok' && r.status !== 'error') {
           if (this.cancelReason && r.status === 'interrupted') await this.appendTurn(cancelError(this.cancelReason))
           status = r.status
@@ -143,11 +168,18 @@ export class Turn {
     if (p.mode === 'stream') {
       if (r.status === 'ok') return { status: 'ok' }
       if (n >= p.maxAttempts) return { status: 'error' }
-      messages.push({ role: 'assistant', content: r.code || '# (no code)' }, { role: 'user', content: correctionMessage(r.output, n, p.maxAttempts, p.outputChars) })
+      messages.push(
+        { role: 'assistant', content: r.code || '# (no code)' },
+        { role: 'user', content: correctionMessage(r.output, n, p.maxAttempts, p.outputChars) },
+      )
       return 'continue'
     }
     if (final !== undefined) return { status: 'ok' }
-    if (n >= p.maxSteps) return { status: 'error', error: { type: 'error', ename: 'MaxStepsExceeded', evalue: `no FINAL answer after ${p.maxSteps} steps (max_steps)`, traceback: [] } }
+    if (n >= p.maxSteps)
+      return {
+        status: 'error',
+        error: { type: 'error', ename: 'MaxStepsExceeded', evalue: `no FINAL answer after ${p.maxSteps} steps (max_steps)`, traceback: [] },
+      }
     messages.push({ role: 'assistant', content: r.code || '# (no code)' }, { role: 'user', content: stepMessage(r.output, n, p.maxSteps, p.outputChars) })
     return 'continue'
   }
@@ -164,8 +196,15 @@ export class Turn {
     const entries: HistoryEntry[] = [
       { role: 'user', content: p.content, mode: p.mode, turn_id: this.id, created_at: this.startedAt, model: p.model },
       {
-        role: 'assistant', content: code.join('\n'), mode: p.mode, turn_id: this.id, created_at: end, status, model: p.model,
-        ...(outputs.length ? { output: outputs.join('') } : {}), ...(final !== undefined ? { final } : {}),
+        role: 'assistant',
+        content: code.join('\n'),
+        mode: p.mode,
+        turn_id: this.id,
+        created_at: end,
+        status,
+        model: p.model,
+        ...(outputs.length ? { output: outputs.join('') } : {}),
+        ...(final !== undefined ? { final } : {}),
       },
     ]
     await this.deps.history.append(p.sid, entries).catch((err: unknown) => log.warn({ err }, 'could not record history'))
@@ -191,12 +230,17 @@ export class Turn {
     let run: StreamedRun | null = null
     try {
       run = await this.deps.executions.runStreamed(p.tenant, p.sid, {
-        timeoutMs, log: this.turnLog, tag: { step: n },
+        timeoutMs,
+        log: this.turnLog,
+        tag: { step: n },
         observe: (e) => collected.take(e),
         onStart: (started) => {
           this.runningStep = started
           // Cancelled while the step waited in the queue: end it empty, without asking the model.
-          if (this.cancelReason) { started.end(); return }
+          if (this.cancelReason) {
+            started.end()
+            return
+          }
           pumped = this.pump(started, n, messages.slice(), model.signal, collected)
         },
       })
@@ -213,7 +257,13 @@ export class Turn {
   }
 
   /** Streams one model reply into the REPL; ends the REPL stream in every case. */
-  private async pump(run: StreamedRun, n: number, messages: ChatMessage[], signal: AbortSignal, collected: StepCollector): Promise<{ code: string; llmError: LlmError | null }> {
+  private async pump(
+    run: StreamedRun,
+    n: number,
+    messages: ChatMessage[],
+    signal: AbortSignal,
+    collected: StepCollector,
+  ): Promise<{ code: string; llmError: LlmError | null }> {
     const p = this.p
     const filter = new CodeFilter()
     const relay = new CodeRelay(this.turnLog, run, n)
@@ -234,7 +284,10 @@ export class Turn {
     } catch (err) {
       await relay.settle()
       if (!run.ended) {
-        llmError = err instanceof LlmError ? err : new LlmError(`the turn could not continue: ${err instanceof Error ? err.message : String(err)}`, 'protocol', { cause: err })
+        llmError =
+          err instanceof LlmError
+            ? err
+            : new LlmError(`the turn could not continue: ${err instanceof Error ? err.message : String(err)}`, 'protocol', { cause: err })
         this.deps.log.info({ sessionId: p.sid, turnId: this.id, err: llmError.message }, 'model reply failed')
         await this.appendTurn({ type: 'error', ename: 'LLMError', evalue: llmError.message, traceback: [], step: n }).catch(() => undefined)
         // What the broken reply left unfinished must not run, but the complete statements before it

@@ -8,7 +8,9 @@ import type { RedisStore } from '../store/redis-store.js'
 import { verifyStreamToken } from './stream-token.js'
 
 declare module 'fastify' {
-  interface FastifyRequest { tenant: string }
+  interface FastifyRequest {
+    tenant: string
+  }
 }
 
 function tenantForKey(config: Config, key: string): string | null {
@@ -35,7 +37,8 @@ export function authenticate(config: Config, store: RedisStore) {
       secret ??= await store.sharedSecret()
       tenant = verifyStreamToken(secret, token, decodeURIComponent(path[1]), decodeURIComponent(path[2]))
     }
-    if (!tenant) throw new AppError('unauthorized', m ? 'the API key is not valid' : 'send Authorization: Bearer <api key>', { headers: { 'www-authenticate': 'Bearer' } })
+    if (!tenant)
+      throw new AppError('unauthorized', m ? 'the API key is not valid' : 'send Authorization: Bearer <api key>', { headers: { 'www-authenticate': 'Bearer' } })
     request.tenant = tenant
     request.log = request.log.child({ tenant })
     const { count, resetMs } = await store.countRequest(tenant, Date.now())

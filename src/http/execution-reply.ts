@@ -5,7 +5,14 @@ import type { ExecutionT } from '../schemas.js'
 import type { Executions } from '../sessions/index.js'
 import type { SseStreams } from './sse.js'
 
-export async function replyWithExecution(req: FastifyRequest, reply: FastifyReply, deps: { executions: Executions; streams: SseStreams }, tenant: string, sid: string, eid: string): Promise<ExecutionT | undefined> {
+export async function replyWithExecution(
+  req: FastifyRequest,
+  reply: FastifyReply,
+  deps: { executions: Executions; streams: SseStreams },
+  tenant: string,
+  sid: string,
+  eid: string,
+): Promise<ExecutionT | undefined> {
   req.log = req.log.child({ sessionId: sid, executionId: eid })
   reply.header('location', `/v1/sessions/${sid}/executions/${eid}`)
   if (reply.sse) {

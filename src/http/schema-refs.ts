@@ -20,4 +20,7 @@ export function problems(...codes: ErrorCode[]): Record<number, unknown> {
 }
 
 export const SessionParams = Type.Object({ id: Type.String({ maxLength: 64, description: 'Session id' }) })
-export const ExecutionParams = Type.Object({ id: Type.String({ maxLength: 64, description: 'Session id' }), eid: Type.String({ maxLength: 64, description: 'Execution id' }) })
+export const ExecutionParams = Type.Object({
+  id: Type.String({ maxLength: 64, description: 'Session id' }),
+  eid: Type.String({ maxLength: 64, description: 'Execution id' }),
+})

@@ -12,7 +12,11 @@ export class SseStreams {
    * Streams `follow`'s events as SSE until it ends, the client leaves, or the server shuts down.
    * `follow` gets an onEvent callback and an abort signal.
    */
-  async pipe(_request: FastifyRequest, reply: FastifyReply, follow: (onEvent: (e: LoggedEvent) => Promise<void>, signal: AbortSignal) => Promise<unknown>): Promise<void> {
+  async pipe(
+    _request: FastifyRequest,
+    reply: FastifyReply,
+    follow: (onEvent: (e: LoggedEvent) => Promise<void>, signal: AbortSignal) => Promise<unknown>,
+  ): Promise<void> {
     const sse = reply.sse
     const ac = new AbortController()
     const entry = { ac, reply }
@@ -35,10 +39,23 @@ export class SseStreams {
   /** preClose: tells every open stream the server is going away (clients resume elsewhere with Last-Event-ID), then ends it. */
   async closeAll(): Promise<void> {
     this.shuttingDown = true
-    await Promise.all([...this.open].map(async ({ ac, reply }) => {
-      try { await untilAborted(reply.sse.send({ event: 'shutdown', data: { reason: 'server shutting down; reconnect with Last-Event-ID' }, retry: 1000 }), AbortSignal.timeout(1000)) } catch { /* client gone */ }
-      ac.abort()
-      try { reply.sse.close() } catch { /* already closed */ }
-    }))
+    await Promise.all(
+      [...this.open].map(async ({ ac, reply }) => {
+        try {
+          await untilAborted(
+            reply.sse.send({ event: 'shutdown', data: { reason: 'server shutting down; reconnect with Last-Event-ID' }, retry: 1000 }),
+            AbortSignal.timeout(1000),
+          )
+        } catch {
+          /* client gone */
+        }
+        ac.abort()
+        try {
+          reply.sse.close()
+        } catch {
+          /* already closed */
+        }
+      }),
+    )
   }
 }

@@ -4,7 +4,12 @@ import { createHmac, timingSafeEqual } from 'node:crypto'
 
 export const STREAM_TOKEN_TTL_S = 300
 
-interface Claims { tenant: string; sid: string; eid: string; exp: number }
+interface Claims {
+  tenant: string
+  sid: string
+  eid: string
+  exp: number
+}
 
 export function mintStreamToken(secret: string, claims: Claims): string {
   const body = Buffer.from(JSON.stringify(claims)).toString('base64url')
@@ -19,7 +24,11 @@ export function verifyStreamToken(secret: string, token: string, sid: string, ei
   const got = Buffer.from(sig)
   if (want.length !== got.length || !timingSafeEqual(want, got)) return null
   let c: Claims
-  try { c = JSON.parse(Buffer.from(body, 'base64url').toString('utf8')) as Claims } catch { return null }
+  try {
+    c = JSON.parse(Buffer.from(body, 'base64url').toString('utf8')) as Claims
+  } catch {
+    return null
+  }
   if (c.sid !== sid || c.eid !== eid || typeof c.exp !== 'number' || c.exp * 1000 < nowMs) return null
   return c.tenant
 }

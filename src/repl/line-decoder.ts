@@ -6,7 +6,11 @@ export class LineDecoder {
   private size = 0
   private skipping = false
 
-  constructor(private readonly maxLine: number, private readonly onLine: (line: string) => void, private readonly onOversize: (bytes: number) => void) {}
+  constructor(
+    private readonly maxLine: number,
+    private readonly onLine: (line: string) => void,
+    private readonly onOversize: (bytes: number) => void,
+  ) {}
 
   push(chunk: Buffer): void {
     let start = 0
@@ -25,7 +29,11 @@ export class LineDecoder {
   private append(b: Buffer): void {
     this.size += b.length
     if (this.skipping) return
-    if (this.size > this.maxLine) { this.skipping = true; this.parts = []; return }
+    if (this.size > this.maxLine) {
+      this.skipping = true
+      this.parts = []
+      return
+    }
     if (b.length) this.parts.push(Buffer.from(b))
   }
 }

@@ -7,15 +7,35 @@ import { LineDecoder } from './line-decoder.js'
 import { encodeFrame, MAX_FRAME_BYTES, PROTOCOL_VERSION, type LlmRequestFrame, type ReplFrame } from './protocol.js'
 import type { ReplTransport } from './transport.js'
 
-export class ReplClosedError extends Error { constructor(msg = 'the REPL channel closed') { super(msg); this.name = 'ReplClosedError' } }
-export class ReplTimeoutError extends Error { constructor(what: string) { super(`the REPL did not answer ${what} in time`); this.name = 'ReplTimeoutError' } }
+export class ReplClosedError extends Error {
+  constructor(msg = 'the REPL channel closed') {
+    super(msg)
+    this.name = 'ReplClosedError'
+  }
+}
+export class ReplTimeoutError extends Error {
+  constructor(what: string) {
+    super(`the REPL did not answer ${what} in time`)
+    this.name = 'ReplTimeoutError'
+  }
+}
 export class ReplRequestError extends Error {
-  constructor(readonly code: string, message: string) { super(message); this.name = 'ReplRequestError' }
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
+    super(message)
+    this.name = 'ReplRequestError'
+  }
 }
 
 type FrameSink = (frame: ReplFrame) => void
 
-interface Pending { resolve: (f: ReplFrame) => void; reject: (e: Error) => void; timer: NodeJS.Timeout }
+interface Pending {
+  resolve: (f: ReplFrame) => void
+  reject: (e: Error) => void
+  timer: NodeJS.Timeout
+}
 
 export class ReplClient {
   readonly ready: Promise<ReplFrame>
@@ -27,11 +47,22 @@ export class ReplClient {
   private closedWith: Error | null = null
   private resolveReady!: (f: ReplFrame) => void
 
-  constructor(private readonly transport: ReplTransport, private readonly log: Logger, opts: { readyTimeoutMs: number; expectReady?: boolean }) {
+  constructor(
+    private readonly transport: ReplTransport,
+    private readonly log: Logger,
+    opts: { readyTimeoutMs: number; expectReady?: boolean },
+  ) {
     let rejectReady!: (e: Error) => void
-    this.ready = new Promise<ReplFrame>((resolve, reject) => { this.resolveReady = resolve; rejectReady = reject })
+    this.ready = new Promise<ReplFrame>((resolve, reject) => {
+      this.resolveReady = resolve
+      rejectReady = reject
+    })
     this.ready.catch(() => undefined)
-    const decoder = new LineDecoder(MAX_FRAME_BYTES, (line) => this.onLine(line), (bytes) => this.log.warn({ bytes }, 'repl: oversized frame dropped'))
+    const decoder = new LineDecoder(
+      MAX_FRAME_BYTES,
+      (line) => this.onLine(line),
+      (bytes) => this.log.warn({ bytes }, 'repl: oversized frame dropped'),
+    )
     transport.onData((chunk) => decoder.push(chunk))
     transport.onClose((err) => this.onClosed(err, rejectReady))
     if (opts.expectReady === false) {
@@ -39,7 +70,10 @@ export class ReplClient {
     } else {
       const t = setTimeout(() => rejectReady(new ReplTimeoutError('ready')), opts.readyTimeoutMs)
       t.unref()
-      void this.ready.then(() => clearTimeout(t), () => clearTimeout(t))
+      void this.ready.then(
+        () => clearTimeout(t),
+        () => clearTimeout(t),
+      )
     }
   }
 
@@ -48,7 +82,10 @@ export class ReplClient {
     if (this.closedWith) return Promise.reject(this.closedWith)
     const id = randomUUID()
     return new Promise<ReplFrame>((resolve, reject) => {
-      const timer = setTimeout(() => { this.pending.delete(id); reject(new ReplTimeoutError(type)) }, timeoutMs)
+      const timer = setTimeout(() => {
+        this.pending.delete(id)
+        reject(new ReplTimeoutError(type))
+      }, timeoutMs)
       timer.unref()
       this.pending.set(id, { resolve, reject, timer })
       this.transport.write(encodeFrame(type, { id, ...fields }))
@@ -67,8 +104,12 @@ export class ReplClient {
     this.transport.write(encodeFrame('exec_stream_begin', { id, ...opts }))
   }
 
-  streamChunk(id: string, text: string): void { this.transport.write(encodeFrame('exec_stream_chunk', { id, text })) }
-  streamEnd(id: string): void { this.transport.write(encodeFrame('exec_stream_end', { id })) }
+  streamChunk(id: string, text: string): void {
+    this.transport.write(encodeFrame('exec_stream_chunk', { id, text }))
+  }
+  streamEnd(id: string): void {
+    this.transport.write(encodeFrame('exec_stream_end', { id }))
+  }
 
   /** Asks the REPL to raise KeyboardInterrupt in the running code (fire and forget). */
   interrupt(): void {
@@ -76,12 +117,18 @@ export class ReplClient {
   }
 
   /** Routes frames of an execution already running in the REPL (after re-attaching) to `sink`. */
-  track(execId: string, sink: FrameSink): void { this.executions.set(execId, sink) }
+  track(execId: string, sink: FrameSink): void {
+    this.executions.set(execId, sink)
+  }
 
   /** Stops routing frames of an execution (its end was decided by the host). */
-  forget(execId: string): void { this.executions.delete(execId) }
+  forget(execId: string): void {
+    this.executions.delete(execId)
+  }
 
-  onLlmRequest(cb: (f: LlmRequestFrame) => void): void { this.llmHandler = cb }
+  onLlmRequest(cb: (f: LlmRequestFrame) => void): void {
+    this.llmHandler = cb
+  }
 
   sendLlmResponse(replyTo: string, payload: { text?: string; texts?: string[]; error?: string }): void {
     if (!this.closedWith) this.transport.write(encodeFrame('llm_response', { id: randomUUID(), reply_to: replyTo, ...payload }))
@@ -92,7 +139,9 @@ export class ReplClient {
     else this.closeCbs.push(cb)
   }
 
-  close(): void { this.transport.close() }
+  close(): void {
+    this.transport.close()
+  }
 
   private onLine(line: string): void {
     if (!line.trim()) return
@@ -109,7 +158,10 @@ export class ReplClient {
   }
 
   private dispatch(frame: ReplFrame): void {
-    if (frame.type === 'ready') { this.resolveReady(frame); return }
+    if (frame.type === 'ready') {
+      this.resolveReady(frame)
+      return
+    }
     if (frame.type === 'reply' && typeof frame.reply_to === 'string') {
       const p = this.pending.get(frame.reply_to)
       if (!p) return
@@ -126,7 +178,10 @@ export class ReplClient {
       else this.sendLlmResponse(String(frame.id), { error: 'no LLM is configured for this service' })
       // fall through: the execution's sink sees it too (for llm_call events)
     }
-    if (frame.type === 'protocol_error') { this.log.warn({ detail: frame.detail }, 'repl: reports a protocol error'); return }
+    if (frame.type === 'protocol_error') {
+      this.log.warn({ detail: frame.detail }, 'repl: reports a protocol error')
+      return
+    }
     const execId = typeof frame.exec_id === 'string' ? frame.exec_id : null
     if (!execId) return // output with no execution running (e.g. stray threads): dropped
     const sink = this.executions.get(execId)
@@ -139,7 +194,10 @@ export class ReplClient {
     if (this.closedWith) return
     this.closedWith = new ReplClosedError(err ? `the REPL channel closed: ${err.message}` : undefined)
     rejectReady(this.closedWith)
-    for (const p of this.pending.values()) { clearTimeout(p.timer); p.reject(this.closedWith) }
+    for (const p of this.pending.values()) {
+      clearTimeout(p.timer)
+      p.reject(this.closedWith)
+    }
     this.pending.clear()
     for (const cb of this.closeCbs) cb(this.closedWith)
   }

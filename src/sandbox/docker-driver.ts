@@ -8,7 +8,10 @@ import { containerConfig, containerName, type SandboxSpec } from './container-sp
 import { LABEL } from './labels.js'
 import type { ReplTransport } from '../repl/transport.js'
 
-export interface SandboxExit { exitCode: number | null; oomKilled: boolean }
+export interface SandboxExit {
+  exitCode: number | null
+  oomKilled: boolean
+}
 
 export interface SandboxHandle {
   containerId: string
@@ -17,14 +20,20 @@ export interface SandboxHandle {
   exited: Promise<SandboxExit>
 }
 
-export interface ManagedContainer { id: string; sessionId: string }
+export interface ManagedContainer {
+  id: string
+  sessionId: string
+}
 
 const STDERR_LOG_LIMIT = 64 * 1024
 
 export class DockerSandboxDriver {
   readonly docker: Docker
 
-  constructor(dockerHost: string, private readonly log: Logger) {
+  constructor(
+    dockerHost: string,
+    private readonly log: Logger,
+  ) {
     this.docker = new Docker(dockerOptions(dockerHost))
   }
 
@@ -57,9 +66,14 @@ export class DockerSandboxDriver {
 
   /** The REPL's stdout as kept by the container's log driver since `sinceMs` (frames written while no one was attached). */
   async readStdoutLog(containerId: string, sinceMs: number): Promise<Buffer> {
-    const raw = await this.docker.getContainer(containerId).logs({ stdout: true, stderr: false, follow: false, since: Math.max(0, Math.floor(sinceMs / 1000) - 1) })
+    const raw = await this.docker
+      .getContainer(containerId)
+      .logs({ stdout: true, stderr: false, follow: false, since: Math.max(0, Math.floor(sinceMs / 1000) - 1) })
     const parts: Buffer[] = []
-    new DockerDemuxer((b) => parts.push(Buffer.from(b)), () => undefined).push(Buffer.isBuffer(raw) ? raw : Buffer.from(String(raw)))
+    new DockerDemuxer(
+      (b) => parts.push(Buffer.from(b)),
+      () => undefined,
+    ).push(Buffer.isBuffer(raw) ? raw : Buffer.from(String(raw)))
     return Buffer.concat(parts)
   }
 
@@ -108,7 +122,8 @@ export class DockerSandboxDriver {
   }
 
   private watchExit(container: Docker.Container, condition: 'next-exit' | 'not-running'): Promise<SandboxExit> {
-    return container.wait({ condition })
+    return container
+      .wait({ condition })
       .then(async (res: { StatusCode?: number }) => {
         const info = await container.inspect().catch(() => null)
         return { exitCode: res.StatusCode ?? null, oomKilled: info?.State.OOMKilled ?? false }
@@ -128,7 +143,10 @@ class AttachTransport implements ReplTransport {
   private closed = false
   private stderrLogged = 0
 
-  constructor(private readonly socket: Duplex, log: Logger) {
+  constructor(
+    private readonly socket: Duplex,
+    log: Logger,
+  ) {
     const demux = new DockerDemuxer(
       (b) => this.dataCb(b),
       (b) => {
@@ -153,8 +171,12 @@ class AttachTransport implements ReplTransport {
     if (!this.closed) this.socket.write(data)
   }
 
-  onData(cb: (chunk: Buffer) => void): void { this.dataCb = cb }
-  onClose(cb: (err?: Error) => void): void { this.closeCbs.push(cb) }
+  onData(cb: (chunk: Buffer) => void): void {
+    this.dataCb = cb
+  }
+  onClose(cb: (err?: Error) => void): void {
+    this.closeCbs.push(cb)
+  }
 
   close(): void {
     this.socket.destroy()
@@ -181,7 +203,9 @@ function statusOf(err: unknown): number | undefined {
 
 /** Stopping or removing what is already gone is success (404 gone, 304 already stopped, 409 being removed). */
 async function ignoreGone(p: Promise<unknown>): Promise<void> {
-  try { await p } catch (err) {
+  try {
+    await p
+  } catch (err) {
     const s = statusOf(err)
     if (s !== 404 && s !== 304 && s !== 409) throw err
   }

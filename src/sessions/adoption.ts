@@ -37,21 +37,41 @@ export class Adoption {
   /** Wraps a started or adopted sandbox in a live session registered here. */
   attach(rec: SessionRecord, handle: SandboxHandle, adopted: boolean): LiveSession {
     const { config, registry, runner, llmRequests } = this.deps
-    const client = new ReplClient(handle.transport, this.deps.log.child({ sessionId: rec.id }), { readyTimeoutMs: config.SANDBOX_START_TIMEOUT_MS, expectReady: !adopted })
+    const client = new ReplClient(handle.transport, this.deps.log.child({ sessionId: rec.id }), {
+      readyTimeoutMs: config.SANDBOX_START_TIMEOUT_MS,
+      expectReady: !adopted,
+    })
     const live: LiveSession = {
-      id: rec.id, tenant: rec.tenant, containerId: handle.containerId, client, state: 'attached', idleTimeoutS: rec.idle_timeout_s,
-      outputBytes: rec.limits.output_bytes ?? config.MAX_STREAM_BYTES, work: { queue: [], running: null, reserved: 0 },
+      id: rec.id,
+      tenant: rec.tenant,
+      containerId: handle.containerId,
+      client,
+      state: 'attached',
+      idleTimeoutS: rec.idle_timeout_s,
+      outputBytes: rec.limits.output_bytes ?? config.MAX_STREAM_BYTES,
+      work: { queue: [], running: null, reserved: 0 },
     }
     registry.add(live)
     if (llmRequests) {
-      client.onLlmRequest((f) => llmRequests.handle({
-        sessionId: rec.id, tenant: rec.tenant, running: () => runner.running(live),
-        reply: (payload) => client.sendLlmResponse(String(f.id), payload),
-      }, f))
+      client.onLlmRequest((f) =>
+        llmRequests.handle(
+          {
+            sessionId: rec.id,
+            tenant: rec.tenant,
+            running: () => runner.running(live),
+            reply: (payload) => client.sendLlmResponse(String(f.id), payload),
+          },
+          f,
+        ),
+      )
     }
-    client.onClose(() => { this.channelClosed(rec, live).catch((err: unknown) => this.deps.log.error({ err, sessionId: rec.id }, 'handling a closed sandbox channel failed')) })
+    client.onClose(() => {
+      this.channelClosed(rec, live).catch((err: unknown) => this.deps.log.error({ err, sessionId: rec.id }, 'handling a closed sandbox channel failed'))
+    })
     // A backup for the attach stream's end: only a real exit closes the channel.
-    void handle.exited.then((e) => { if (e.exitCode !== null && live.state === 'attached') live.client.close() })
+    void handle.exited.then((e) => {
+      if (e.exitCode !== null && live.state === 'attached') live.client.close()
+    })
     return live
   }
 
@@ -101,7 +121,10 @@ export class Adoption {
     const { store, config } = this.deps
     for (const sid of await store.instanceSessionIds(config.instanceId)) {
       const rec = await store.getSession(sid)
-      if (!rec) { await store.removeInstanceSession(config.instanceId, sid); continue }
+      if (!rec) {
+        await store.removeInstanceSession(config.instanceId, sid)
+        continue
+      }
       if (rec.status === 'dead') continue
       await this.ensureLocal(rec).catch((err: unknown) => this.deps.log.warn({ err, sessionId: sid }, 'could not re-adopt session'))
     }
@@ -125,8 +148,9 @@ export class Adoption {
     const unfinished = all.filter((x) => x.kind !== 'turn')
     if (!state.running) {
       await this.markDead(rec.id)
-      for (const ex of unfinished) await recorded.endOrphaned(rec, ex, state.oomKilled ? 'oom' : 'killed', 'the sandbox stopped while no API instance was attached')
-      throw new AppError('session_dead', 'the session\'s sandbox is gone; restart it or create a new session')
+      for (const ex of unfinished)
+        await recorded.endOrphaned(rec, ex, state.oomKilled ? 'oom' : 'killed', 'the sandbox stopped while no API instance was attached')
+      throw new AppError('session_dead', "the session's sandbox is gone; restart it or create a new session")
     }
     const handle = await driver.adopt(rec.container_id, rec.id)
     const live = this.attach(rec, handle, true)
@@ -140,7 +164,10 @@ export class Adoption {
       const requeued: PendingExecution[] = []
       for (const ex of unfinished.filter((x) => x.status === 'queued').reverse()) {
         // Streamed code came from an instance that is gone: nobody sends the rest of it.
-        if (ex.kind === 'stream') { await recorded.endOrphaned(rec, ex, 'killed', 'the API instance that was streaming this code stopped'); continue }
+        if (ex.kind === 'stream') {
+          await recorded.endOrphaned(rec, ex, 'killed', 'the API instance that was streaming this code stopped')
+          continue
+        }
         requeued.push(newPendingExecution(ex.id, ex.code ?? '', ex.timeout_ms ?? config.EXEC_TIMEOUT_S * 1000))
       }
       if (!running) await store.updateSession(rec.id, { status: requeued.length ? 'busy' : 'ready' })
@@ -151,7 +178,7 @@ export class Adoption {
       registry.release(live)
       await store.releaseLease(rec.id, config.instanceId).catch(() => undefined)
       if (err instanceof AppError) throw err
-      throw new AppError('sandbox_failed', 'the session\'s sandbox could not be re-attached', { cause: err })
+      throw new AppError('sandbox_failed', "the session's sandbox could not be re-attached", { cause: err })
     }
   }
 

@@ -11,7 +11,13 @@ export class DrivenLog {
   private interruptHandler: (() => boolean) | null = null
 
   /** `queued`: its first status event said queued (it waits behind other work), so its start is announced. */
-  constructor(readonly sessionId: string, readonly id: string, private readonly tenant: string, readonly queued: boolean, private readonly owner: DrivenLogs) {}
+  constructor(
+    readonly sessionId: string,
+    readonly id: string,
+    private readonly tenant: string,
+    readonly queued: boolean,
+    private readonly owner: DrivenLogs,
+  ) {}
 
   /** Appends an event; resolves with its id once it is in the log. */
   async append(event: EventPayload): Promise<string> {
@@ -27,14 +33,25 @@ export class DrivenLog {
   }
 
   /** What an interrupt of the session does while none of its REPL executions runs; true when it acted. */
-  onInterrupt(handler: () => boolean): void { this.interruptHandler = handler }
-  interrupt(): boolean { return this.interruptHandler?.() ?? false }
+  onInterrupt(handler: () => boolean): void {
+    this.interruptHandler = handler
+  }
+  interrupt(): boolean {
+    return this.interruptHandler?.() ?? false
+  }
 
   /** Writes the one `done` and the record's end in one round trip; the log is then no longer driven here. */
   async finish(status: DoneStatusT, durationMs: number, started: boolean): Promise<void> {
     const done = { type: 'done', status, duration_ms: durationMs }
     try {
-      await this.owner.store.recordEnd(this.sessionId, this.id, this.tenant, done, { status, ended_at: Date.now(), duration_ms: durationMs, ...(started ? {} : { started_at: null }) }, null)
+      await this.owner.store.recordEnd(
+        this.sessionId,
+        this.id,
+        this.tenant,
+        done,
+        { status, ended_at: Date.now(), duration_ms: durationMs, ...(started ? {} : { started_at: null }) },
+        null,
+      )
       this.owner.feed.notify(this.sessionId, this.id)
     } finally {
       this.owner.close(this)
@@ -45,20 +62,39 @@ export class DrivenLog {
 export class DrivenLogs {
   private readonly open = new Map<string, DrivenLog>()
 
-  constructor(readonly store: RedisStore, readonly feed: EventFeed) {}
+  constructor(
+    readonly store: RedisStore,
+    readonly feed: EventFeed,
+  ) {}
 
   /** Records a new driven execution (kind turn) with its first status event. */
   async create(sid: string, tenant: string, queued: boolean): Promise<DrivenLog> {
     const id = newId('exe')
     const state = queued ? 'queued' : 'running'
-    await this.store.createExecution({ id, session_id: sid, tenant, status: state, created_at: Date.now(), started_at: null, ended_at: null, duration_ms: null, execution_count: null, kind: 'turn' }, { type: 'status', state, execution_id: id })
+    await this.store.createExecution(
+      {
+        id,
+        session_id: sid,
+        tenant,
+        status: state,
+        created_at: Date.now(),
+        started_at: null,
+        ended_at: null,
+        duration_ms: null,
+        execution_count: null,
+        kind: 'turn',
+      },
+      { type: 'status', state, execution_id: id },
+    )
     const log = new DrivenLog(sid, id, tenant, queued, this)
     this.open.set(id, log)
     return log
   }
 
   /** Whether this process drives the log `id` (it will write its done itself). */
-  drives(id: string): boolean { return this.open.has(id) }
+  drives(id: string): boolean {
+    return this.open.has(id)
+  }
 
   /** Offers an interrupt of the session to its driven logs; true when one acted. */
   interruptSession(sid: string): boolean {
@@ -67,5 +103,7 @@ export class DrivenLogs {
     return hit
   }
 
-  close(log: DrivenLog): void { this.open.delete(log.id) }
+  close(log: DrivenLog): void {
+    this.open.delete(log.id)
+  }
 }

@@ -22,7 +22,10 @@ const IMAGES_PER_EXECUTION = 4
 const BASE64_GROWTH = 1.4
 
 /** The parts of the store, feed and driver the runner uses (narrow, so unit tests can stand in for them). */
-export type RunnerStore = Pick<RedisStore, 'acquireRunningSlot' | 'releaseRunningSlot' | 'createExecution' | 'recordStart' | 'recordEnd' | 'appendEvent' | 'lastSeq'>
+export type RunnerStore = Pick<
+  RedisStore,
+  'acquireRunningSlot' | 'releaseRunningSlot' | 'createExecution' | 'recordStart' | 'recordEnd' | 'appendEvent' | 'lastSeq'
+>
 
 export interface RunnerDeps {
   config: Config
@@ -35,7 +38,10 @@ export interface RunnerDeps {
 }
 
 /** Why a sandbox's executions end when it went away. */
-export interface SandboxExit { oomKilled: boolean; exitCode: number | null }
+export interface SandboxExit {
+  oomKilled: boolean
+  exitCode: number | null
+}
 
 export class ExecutionRunner {
   private readonly config: Config
@@ -79,10 +85,27 @@ export class ExecutionRunner {
     let slot = false
     try {
       slot = await this.store.acquireRunningSlot(live.tenant, ex.id, maxRunning, slotUntil)
-      if (!slot) throw new AppError('quota_exceeded', `tenant has ${maxRunning} executions queued or running (the maximum)`, { headers: { 'retry-after': '1' } })
+      if (!slot)
+        throw new AppError('quota_exceeded', `tenant has ${maxRunning} executions queued or running (the maximum)`, { headers: { 'retry-after': '1' } })
       ex.announcedRunning = !busy
       const status = ownsLog(ex) ? { type: 'status', state: busy ? 'queued' : 'running', execution_id: ex.id } : null
-      await this.store.createExecution({ id: ex.id, session_id: live.id, tenant: live.tenant, status: 'queued', created_at: Date.now(), started_at: null, ended_at: null, duration_ms: null, execution_count: null, kind: ex.kind, code: ex.code, timeout_ms: ex.timeoutMs }, status)
+      await this.store.createExecution(
+        {
+          id: ex.id,
+          session_id: live.id,
+          tenant: live.tenant,
+          status: 'queued',
+          created_at: Date.now(),
+          started_at: null,
+          ended_at: null,
+          duration_ms: null,
+          execution_count: null,
+          kind: ex.kind,
+          code: ex.code,
+          timeout_ms: ex.timeoutMs,
+        },
+        status,
+      )
     } catch (err) {
       if (slot) await this.store.releaseRunningSlot(live.tenant, ex.id).catch(() => undefined)
       throw err
@@ -94,7 +117,12 @@ export class ExecutionRunner {
     w.queue.push(ex)
     if (live.state !== 'attached') {
       // The session went away while this was being recorded: it ends at once, with its one `done`.
-      this.logEvent(live, ex, { type: 'error', ename: 'SandboxError', evalue: 'the session was deleted or restarted before this execution started', traceback: [] })
+      this.logEvent(live, ex, {
+        type: 'error',
+        ename: 'SandboxError',
+        evalue: 'the session was deleted or restarted before this execution started',
+        traceback: [],
+      })
       await this.finish(live, ex, 'killed')
       return
     }
@@ -113,14 +141,19 @@ export class ExecutionRunner {
     // appended after it (they chain on ex.chain), so `status: running` still comes first.
     const deadline = ex.startedAt + ex.timeoutMs + this.config.INTERRUPT_GRACE_MS + live.idleTimeoutS * 1000
     const announce = ownsLog(ex) && !ex.announcedRunning
-    ex.chain = this.store.recordStart(live.id, ex.id, ex.startedAt, announce ? { type: 'status', state: 'running', execution_id: ex.id } : null, deadline)
-      .then(() => { if (announce) this.deps.feed.notify(live.id, ex.id) })
+    ex.chain = this.store
+      .recordStart(live.id, ex.id, ex.startedAt, announce ? { type: 'status', state: 'running', execution_id: ex.id } : null, deadline)
+      .then(() => {
+        if (announce) this.deps.feed.notify(live.id, ex.id)
+      })
       .catch((err: unknown) => this.log.error({ err, sessionId: live.id, executionId: ex.id }, 'could not record the start of an execution'))
     ex.timers.push(unrefTimer(ex.timeoutMs, () => this.interruptExecution(live, ex, 'timeout')))
     const sink = (f: ReplFrame) => this.onFrame(live, ex, f)
     const opts = { max_stream_bytes: live.outputBytes, max_image_bytes: this.config.MAX_IMAGE_BYTES }
-    if (ex.kind === 'stream') { live.client.streamBegin(ex.id, sink, opts); ex.onStart?.() }
-    else live.client.execute(ex.id, ex.code, sink, opts)
+    if (ex.kind === 'stream') {
+      live.client.streamBegin(ex.id, sink, opts)
+      ex.onStart?.()
+    } else live.client.execute(ex.id, ex.code, sink, opts)
   }
 
   /** Interrupts the running execution; false when nothing runs. */
@@ -142,7 +175,10 @@ export class ExecutionRunner {
     const why = exit.oomKilled
       ? { ename: 'SandboxOutOfMemory', evalue: 'the sandbox ran out of memory (limits.memory_mb) and was killed' }
       : { ename: 'SandboxDied', evalue: `the sandbox stopped unexpectedly (exit code ${exit.exitCode ?? 'unknown'}); restart the session or create a new one` }
-    const killedByUs = { ename: 'SandboxKilled', evalue: `the code did not stop within ${this.config.INTERRUPT_GRACE_MS} ms of the interrupt, so the sandbox was killed; restart the session to continue` }
+    const killedByUs = {
+      ename: 'SandboxKilled',
+      evalue: `the code did not stop within ${this.config.INTERRUPT_GRACE_MS} ms of the interrupt, so the sandbox was killed; restart the session to continue`,
+    }
     for (const ex of this.all(live)) {
       const e = ex.forcedStatus && live.work.running === ex ? killedByUs : why
       this.logEvent(live, ex, { type: 'error', ...e, traceback: [] })
@@ -180,10 +216,16 @@ export class ExecutionRunner {
     live.work.running = ex
     let lastSeq = await this.store.lastSeq(live.id, rx.id)
     const replay = (f: ReplFrame) => {
-      if (typeof f.seq === 'number') { if (f.seq <= lastSeq) return; lastSeq = f.seq }
+      if (typeof f.seq === 'number') {
+        if (f.seq <= lastSeq) return
+        lastSeq = f.seq
+      }
       this.onFrame(live, ex, f)
     }
-    const logged = await this.deps.driver.readStdoutLog(live.containerId, started).catch((err: unknown) => { this.log.warn({ err }, 'could not read the sandbox log'); return Buffer.alloc(0) })
+    const logged = await this.deps.driver.readStdoutLog(live.containerId, started).catch((err: unknown) => {
+      this.log.warn({ err }, 'could not read the sandbox log')
+      return Buffer.alloc(0)
+    })
     for (const line of logged.toString('utf8').split('\n')) {
       const f = parseFrame(line)
       if (f && f.exec_id === rx.id) replay(f)
@@ -215,7 +257,10 @@ export class ExecutionRunner {
     const text = event.type === 'stdout' || event.type === 'stderr'
     const budget = text ? 2 * live.outputBytes : IMAGES_PER_EXECUTION * this.config.MAX_IMAGE_BYTES * BASE64_GROWTH
     const used = text ? ex.loggedBytes.text : ex.loggedBytes.rich
-    if (used + size > budget) { ex.droppedBytes += size; return }
+    if (used + size > budget) {
+      ex.droppedBytes += size
+      return
+    }
     if (text) ex.loggedBytes.text += size
     else ex.loggedBytes.rich += size
     this.logEvent(live, ex, event)
@@ -226,12 +271,14 @@ export class ExecutionRunner {
     if (ex.ended) return
     if (reason === 'timeout') ex.forcedStatus = 'timeout'
     live.client.interrupt()
-    ex.timers.push(unrefTimer(this.config.INTERRUPT_GRACE_MS, () => {
-      if (ex.ended) return
-      this.log.warn({ sessionId: live.id, executionId: ex.id }, 'REPL ignored the interrupt; killing the sandbox')
-      ex.forcedStatus = reason === 'timeout' ? 'timeout' : 'killed'
-      void this.deps.driver.kill(live.containerId)
-    }))
+    ex.timers.push(
+      unrefTimer(this.config.INTERRUPT_GRACE_MS, () => {
+        if (ex.ended) return
+        this.log.warn({ sessionId: live.id, executionId: ex.id }, 'REPL ignored the interrupt; killing the sandbox')
+        ex.forcedStatus = reason === 'timeout' ? 'timeout' : 'killed'
+        void this.deps.driver.kill(live.containerId)
+      }),
+    )
   }
 
   private async finish(live: LiveSession, ex: PendingExecution, status: DoneStatusT, executionCount?: number): Promise<void> {
@@ -248,9 +295,20 @@ export class ExecutionRunner {
     if (w.running === ex) w.running = null
     else w.queue = w.queue.filter((q) => q !== ex)
     const alive = live.state === 'attached'
-    const done = ownsLog(ex) ? { type: 'done', status, ...(executionCount !== undefined ? { execution_count: executionCount } : {}), duration_ms: duration } : null
+    const done = ownsLog(ex)
+      ? { type: 'done', status, ...(executionCount !== undefined ? { execution_count: executionCount } : {}), duration_ms: duration }
+      : null
     const fields = { status, ended_at: end, duration_ms: duration, execution_count: executionCount ?? null, ...(ex.startedAt ? {} : { started_at: null }) }
-    const session = alive ? { fields: { status: w.queue.length ? 'busy' as const : 'ready' as const, last_active_at: end, ...(executionCount !== undefined ? { execution_count: executionCount } : {}) }, deadlineMs: end + live.idleTimeoutS * 1000 } : null
+    const session = alive
+      ? {
+          fields: {
+            status: w.queue.length ? ('busy' as const) : ('ready' as const),
+            last_active_at: end,
+            ...(executionCount !== undefined ? { execution_count: executionCount } : {}),
+          },
+          deadlineMs: end + live.idleTimeoutS * 1000,
+        }
+      : null
     try {
       await this.store.recordEnd(live.id, ex.id, live.tenant, done, fields, session)
       if (done) this.deps.feed.notify(live.id, ex.id)

@@ -15,14 +15,33 @@ function text(v: unknown, fallback: string): string {
 export function frameToEvent(f: ReplFrame, defaultModel: string): EventPayload | null {
   const seq = typeof f.seq === 'number' ? { seq: f.seq } : {}
   switch (f.type) {
-    case 'stream': return { type: f.name === 'stderr' ? 'stderr' : 'stdout', text: text(f.text, ''), ...seq }
-    case 'result': return { type: 'result', execution_count: f.execution_count, data: f.data ?? {}, ...seq }
-    case 'display': return { type: 'display', data: f.data ?? {}, metadata: f.metadata ?? {}, ...seq }
-    case 'error': return { type: 'error', ename: text(f.ename, 'Error'), evalue: text(f.evalue, ''), traceback: Array.isArray(f.traceback) ? f.traceback.map((l) => text(l, '')) : [], ...seq }
-    case 'limit': return { type: 'limit', what: text(f.what, 'output'), dropped_bytes: Number(f.dropped_bytes ?? 0), ...seq }
-    case 'final': return { type: 'final', value: text(f.value, ''), ...seq }
-    case 'llm_request': return { type: 'llm_call', prompts: Array.isArray(f.prompts) ? f.prompts.length : 0, model: typeof f.model === 'string' && f.model ? f.model : defaultModel, ...seq }
-    default: return null
+    case 'stream':
+      return { type: f.name === 'stderr' ? 'stderr' : 'stdout', text: text(f.text, ''), ...seq }
+    case 'result':
+      return { type: 'result', execution_count: f.execution_count, data: f.data ?? {}, ...seq }
+    case 'display':
+      return { type: 'display', data: f.data ?? {}, metadata: f.metadata ?? {}, ...seq }
+    case 'error':
+      return {
+        type: 'error',
+        ename: text(f.ename, 'Error'),
+        evalue: text(f.evalue, ''),
+        traceback: Array.isArray(f.traceback) ? f.traceback.map((l) => text(l, '')) : [],
+        ...seq,
+      }
+    case 'limit':
+      return { type: 'limit', what: text(f.what, 'output'), dropped_bytes: Number(f.dropped_bytes ?? 0), ...seq }
+    case 'final':
+      return { type: 'final', value: text(f.value, ''), ...seq }
+    case 'llm_request':
+      return {
+        type: 'llm_call',
+        prompts: Array.isArray(f.prompts) ? f.prompts.length : 0,
+        model: typeof f.model === 'string' && f.model ? f.model : defaultModel,
+        ...seq,
+      }
+    default:
+      return null
   }
 }
 
@@ -59,10 +78,27 @@ export interface PendingExecution {
   onDone?: (status: DoneStatusT) => void
 }
 
-export function newPendingExecution(id: string, code: string, timeoutMs: number, kind: 'execute' | 'stream' = 'execute', target?: EventTarget): PendingExecution {
+export function newPendingExecution(
+  id: string,
+  code: string,
+  timeoutMs: number,
+  kind: 'execute' | 'stream' = 'execute',
+  target?: EventTarget,
+): PendingExecution {
   return {
-    id, code, timeoutMs, kind, target: target ?? { logId: id, tag: {} }, forcedStatus: null, startedAt: 0, announcedRunning: false,
-    ended: false, timers: [], chain: Promise.resolve(), loggedBytes: { text: 0, rich: 0 }, droppedBytes: 0,
+    id,
+    code,
+    timeoutMs,
+    kind,
+    target: target ?? { logId: id, tag: {} },
+    forcedStatus: null,
+    startedAt: 0,
+    announcedRunning: false,
+    ended: false,
+    timers: [],
+    chain: Promise.resolve(),
+    loggedBytes: { text: 0, rich: 0 },
+    droppedBytes: 0,
   }
 }
 

@@ -45,17 +45,36 @@ export class StreamedRun {
   readonly done: Promise<DoneStatusT>
   private finished = false
 
-  constructor(private readonly live: LiveSession, private readonly ex: PendingExecution, private readonly runner: ExecutionRunner) {
-    this.done = new Promise((resolve) => { ex.onDone = (s) => { this.finished = true; resolve(s) } })
+  constructor(
+    private readonly live: LiveSession,
+    private readonly ex: PendingExecution,
+    private readonly runner: ExecutionRunner,
+  ) {
+    this.done = new Promise((resolve) => {
+      ex.onDone = (s) => {
+        this.finished = true
+        resolve(s)
+      }
+    })
   }
 
-  get id(): string { return this.ex.id }
-  get ended(): boolean { return this.finished }
+  get id(): string {
+    return this.ex.id
+  }
+  get ended(): boolean {
+    return this.finished
+  }
 
-  write(text: string): void { if (!this.finished) this.live.client.streamChunk(this.ex.id, text) }
+  write(text: string): void {
+    if (!this.finished) this.live.client.streamChunk(this.ex.id, text)
+  }
   /** No more code: the REPL runs what is left and ends the execution. */
-  end(): void { this.live.client.streamEnd(this.ex.id) }
-  interrupt(): void { this.runner.interruptIfRunning(this.live, this.ex) }
+  end(): void {
+    this.live.client.streamEnd(this.ex.id)
+  }
+  interrupt(): void {
+    this.runner.interruptIfRunning(this.live, this.ex)
+  }
 
   /** Sets a variable in the session's namespace. Throws ReplRequestError, ReplTimeoutError, ReplClosedError. */
   async setVariable(name: string, value: unknown, timeoutMs: number): Promise<void> {
@@ -136,8 +155,15 @@ export class Executions {
   /** Waits for an execution's end (for JSON clients) and returns it whole, from the events read while following. */
   async wait(tenant: string, sid: string, eid: string, signal: AbortSignal): Promise<ExecutionT> {
     const events: LoggedEvent[] = []
-    await this.follow(sid, eid, '', (e) => { events.push(e) }, signal)
+    await this.follow(
+      sid,
+      eid,
+      '',
+      (e) => {
+        events.push(e)
+      },
+      signal,
+    )
     return toExecution(await this.record(tenant, sid, eid), events)
   }
 }
-

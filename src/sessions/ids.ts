@@ -9,4 +9,3 @@ export function newId(prefix: 'ses' | 'exe'): string {
   for (const b of bytes) out += ALPHABET[b % 62]
   return `${prefix}_${out}`
 }
-

@@ -64,7 +64,11 @@ export function createSessionLayer(deps: SessionLayerDeps): SessionLayer {
     const t = setInterval(() => {
       if (busy || closed) return
       busy = true
-      fn().catch((err: unknown) => log.warn({ err }, 'background task failed')).finally(() => { busy = false })
+      fn()
+        .catch((err: unknown) => log.warn({ err }, 'background task failed'))
+        .finally(() => {
+          busy = false
+        })
     }, ms)
     t.unref()
     timers.push(t)

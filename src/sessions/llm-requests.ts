@@ -2,7 +2,11 @@
 // (the agent module implements it; the sessions layer never imports the agent).
 import type { LlmRequestFrame } from '../repl/protocol.js'
 
-export interface LlmReply { text?: string; texts?: string[]; error?: string }
+export interface LlmReply {
+  text?: string
+  texts?: string[]
+  error?: string
+}
 
 export interface LlmRequestContext {
   sessionId: string

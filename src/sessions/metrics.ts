@@ -8,12 +8,28 @@ export function createMetrics() {
     registry,
     /** Set by the session registry. */
     sessionsAttached: new Gauge({ name: 'replcast_sessions_attached', help: 'Sessions attached to this instance', registers: [registry] }),
-    sessionCreateSeconds: new Histogram({ name: 'replcast_session_create_seconds', help: 'Time to create a session until its REPL is ready', registers: [registry], buckets: [0.1, 0.25, 0.5, 1, 2, 5, 10, 30] }),
+    sessionCreateSeconds: new Histogram({
+      name: 'replcast_session_create_seconds',
+      help: 'Time to create a session until its REPL is ready',
+      registers: [registry],
+      buckets: [0.1, 0.25, 0.5, 1, 2, 5, 10, 30],
+    }),
     sessionsReaped: new Counter({ name: 'replcast_sessions_reaped_total', help: 'Idle sessions reaped by this instance', registers: [registry] }),
     executionsQueued: new Counter({ name: 'replcast_executions_submitted_total', help: 'Executions accepted', registers: [registry] }),
     executions: new Counter({ name: 'replcast_executions_total', help: 'Executions ended, by done status', labelNames: ['status'], registers: [registry] }),
-    executionSeconds: new Histogram({ name: 'replcast_execution_seconds', help: 'Execution wall time', registers: [registry], buckets: [0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120, 600] }),
-    httpSeconds: new Histogram({ name: 'replcast_http_request_seconds', help: 'HTTP request latency (SSE: until the stream ends)', labelNames: ['method', 'route', 'status'], registers: [registry], buckets: [0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30] }),
+    executionSeconds: new Histogram({
+      name: 'replcast_execution_seconds',
+      help: 'Execution wall time',
+      registers: [registry],
+      buckets: [0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120, 600],
+    }),
+    httpSeconds: new Histogram({
+      name: 'replcast_http_request_seconds',
+      help: 'HTTP request latency (SSE: until the stream ends)',
+      labelNames: ['method', 'route', 'status'],
+      registers: [registry],
+      buckets: [0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30],
+    }),
   }
 }
 

@@ -68,7 +68,10 @@ export class Reaper {
       await store.restoreDeadline(sid, now + rec.idle_timeout_s * 1000)
       return
     }
-    if (deadline > now) { await store.restoreDeadline(sid, deadline); return }
+    if (deadline > now) {
+      await store.restoreDeadline(sid, deadline)
+      return
+    }
     log.info({ sessionId: sid, tenant: rec.tenant }, 'reaping idle session')
     await sessions.destroy(rec, 'killed')
     this.deps.metrics.sessionsReaped.inc()

@@ -6,7 +6,11 @@ import type { EventFeed } from '../store/event-feed.js'
 import type { ExecutionRecord, RedisStore, SessionRecord } from '../store/redis-store.js'
 
 export class RecordedExecutions {
-  constructor(private readonly config: Config, private readonly store: RedisStore, private readonly feed: EventFeed) {}
+  constructor(
+    private readonly config: Config,
+    private readonly store: RedisStore,
+    private readonly feed: EventFeed,
+  ) {}
 
   /** The session's queued or running executions, newest first. */
   async unfinished(rec: SessionRecord): Promise<ExecutionRecord[]> {

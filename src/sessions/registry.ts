@@ -6,12 +6,23 @@ import type { Metrics } from './metrics.js'
 export class SessionRegistry {
   private readonly live = new Map<string, LiveSession>()
 
-  constructor(private readonly runner: ExecutionRunner, private readonly metrics: Metrics) {}
+  constructor(
+    private readonly runner: ExecutionRunner,
+    private readonly metrics: Metrics,
+  ) {}
 
-  get(id: string): LiveSession | undefined { return this.live.get(id) }
-  has(id: string): boolean { return this.live.has(id) }
-  ids(): string[] { return [...this.live.keys()] }
-  get size(): number { return this.live.size }
+  get(id: string): LiveSession | undefined {
+    return this.live.get(id)
+  }
+  has(id: string): boolean {
+    return this.live.has(id)
+  }
+  ids(): string[] {
+    return [...this.live.keys()]
+  }
+  get size(): number {
+    return this.live.size
+  }
 
   add(live: LiveSession): void {
     this.live.set(live.id, live)

@@ -12,14 +12,22 @@ export function resolveSessionLimits(c: Config, tenant: string, body: CreateSess
   const tl = c.tenantLimits.for(tenant)
   const req = body.limits ?? {}
   checkCeilings(tl, {
-    'limits.memory_mb': req.memory_mb, 'limits.cpus': req.cpus, 'limits.pids': req.pids, 'limits.workspace_mb': req.workspace_mb,
-    'limits.output_bytes': req.output_bytes, idle_timeout_s: body.idle_timeout_s,
+    'limits.memory_mb': req.memory_mb,
+    'limits.cpus': req.cpus,
+    'limits.pids': req.pids,
+    'limits.workspace_mb': req.workspace_mb,
+    'limits.output_bytes': req.output_bytes,
+    idle_timeout_s: body.idle_timeout_s,
   })
   const memory = req.memory_mb ?? Math.min(c.SANDBOX_MEMORY_MB, tl.max_memory_mb)
   // tmpfs pages count against the memory limit: a full disk should be ENOSPC, not an OOM kill.
   const room = Math.max(0, memory - c.SANDBOX_TMP_MB - MIN_PROCESS_MEMORY_MB)
   if (req.workspace_mb !== undefined && req.workspace_mb > room) {
-    throw new AppError('limit_exceeded', `limits.workspace_mb must leave room for Python in memory_mb (${memory} MiB, of which /tmp takes ${c.SANDBOX_TMP_MB}): at most ${room}`, { extra: { limit: 'limits.workspace_mb', maximum: room } })
+    throw new AppError(
+      'limit_exceeded',
+      `limits.workspace_mb must leave room for Python in memory_mb (${memory} MiB, of which /tmp takes ${c.SANDBOX_TMP_MB}): at most ${room}`,
+      { extra: { limit: 'limits.workspace_mb', maximum: room } },
+    )
   }
   const limits = {
     memory_mb: memory,

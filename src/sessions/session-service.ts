@@ -42,8 +42,18 @@ export class SessionService {
     if (!(await this.availableRuntimes()).has(runtime)) throw new AppError('runtime_unavailable', `runtime ${runtime} is not registered with the Docker engine`)
     const now = Date.now()
     const rec: SessionRecord = {
-      id: newId('ses'), tenant, status: 'starting', created_at: now, last_active_at: now, idle_timeout_s: idle,
-      runtime, limits, metadata: body.metadata ?? {}, env: body.env ?? {}, container_id: '', execution_count: 0,
+      id: newId('ses'),
+      tenant,
+      status: 'starting',
+      created_at: now,
+      last_active_at: now,
+      idle_timeout_s: idle,
+      runtime,
+      limits,
+      metadata: body.metadata ?? {},
+      env: body.env ?? {},
+      container_id: '',
+      execution_count: 0,
     }
     // The deadline covers start-up too, so a crash mid-create still gets the session reaped.
     if (!(await store.createSession(rec, now + idle * 1000 + c.SANDBOX_START_TIMEOUT_MS, maxSessions))) {
@@ -54,10 +64,22 @@ export class SessionService {
     let handle: SandboxHandle | null = null
     try {
       handle = await driver.create({
-        sessionId: rec.id, tenant, instance: c.instanceId, deployment: c.REPLCAST_DEPLOYMENT, image: c.SANDBOX_IMAGE,
-        runtime, user: c.SANDBOX_USER, memoryMb: limits.memory_mb, cpus: limits.cpus, pids: limits.pids,
-        workspaceMb: limits.workspace_mb, tmpMb: c.SANDBOX_TMP_MB, nofile: c.SANDBOX_NOFILE,
-        maxStreamBytes: limits.output_bytes, maxImageBytes: c.MAX_IMAGE_BYTES, env: rec.env,
+        sessionId: rec.id,
+        tenant,
+        instance: c.instanceId,
+        deployment: c.REPLCAST_DEPLOYMENT,
+        image: c.SANDBOX_IMAGE,
+        runtime,
+        user: c.SANDBOX_USER,
+        memoryMb: limits.memory_mb,
+        cpus: limits.cpus,
+        pids: limits.pids,
+        workspaceMb: limits.workspace_mb,
+        tmpMb: c.SANDBOX_TMP_MB,
+        nofile: c.SANDBOX_NOFILE,
+        maxStreamBytes: limits.output_bytes,
+        maxImageBytes: c.MAX_IMAGE_BYTES,
+        env: rec.env,
       })
       rec.container_id = handle.containerId
       await store.updateSession(rec.id, { container_id: handle.containerId })
@@ -95,7 +117,7 @@ export class SessionService {
     const recs = await Promise.all(page.map((id) => store.getSession(id)))
     return {
       sessions: recs.filter((r): r is SessionRecord => r !== null).map(toSession),
-      next_cursor: ids.length > limit ? page[page.length - 1] ?? null : null,
+      next_cursor: ids.length > limit ? (page[page.length - 1] ?? null) : null,
     }
   }
 
@@ -168,7 +190,7 @@ export class SessionService {
 
   /** A session the caller can run code in: attached here (adopting it if its lease is free), alive. */
   async usable(rec: SessionRecord): Promise<LiveSession> {
-    if (rec.status === 'dead') throw new AppError('session_dead', 'the session\'s sandbox has died; restart it or create a new session')
+    if (rec.status === 'dead') throw new AppError('session_dead', "the session's sandbox has died; restart it or create a new session")
     return this.deps.registry.get(rec.id) ?? this.deps.adoption.ensureLocal(rec)
   }
 

@@ -6,17 +6,29 @@ const iso = (ms: number) => new Date(ms).toISOString()
 
 export function toSession(r: SessionRecord): SessionT {
   return {
-    id: r.id, status: r.status, created_at: iso(r.created_at), last_active_at: iso(r.last_active_at),
-    expires_at: iso(r.last_active_at + r.idle_timeout_s * 1000), idle_timeout_s: r.idle_timeout_s,
-    runtime: r.runtime, limits: r.limits, metadata: r.metadata, execution_count: r.execution_count ?? 0,
+    id: r.id,
+    status: r.status,
+    created_at: iso(r.created_at),
+    last_active_at: iso(r.last_active_at),
+    expires_at: iso(r.last_active_at + r.idle_timeout_s * 1000),
+    idle_timeout_s: r.idle_timeout_s,
+    runtime: r.runtime,
+    limits: r.limits,
+    metadata: r.metadata,
+    execution_count: r.execution_count ?? 0,
   }
 }
 
 export function toExecution(r: ExecutionRecord, events: LoggedEvent[]): ExecutionT {
   return {
-    id: r.id, session_id: r.session_id, status: r.status as ExecutionT['status'], created_at: iso(r.created_at),
-    started_at: r.started_at ? iso(r.started_at) : null, ended_at: r.ended_at ? iso(r.ended_at) : null,
-    duration_ms: r.duration_ms, execution_count: r.execution_count,
+    id: r.id,
+    session_id: r.session_id,
+    status: r.status as ExecutionT['status'],
+    created_at: iso(r.created_at),
+    started_at: r.started_at ? iso(r.started_at) : null,
+    ended_at: r.ended_at ? iso(r.ended_at) : null,
+    duration_ms: r.duration_ms,
+    execution_count: r.execution_count,
     events: events.map(({ seq: _seq, ...e }) => e) as ExecutionT['events'],
   }
 }

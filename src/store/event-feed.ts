@@ -18,7 +18,11 @@ export class EventFeed {
   private running = false
   private loopDone: Promise<void> | null = null
 
-  constructor(private readonly store: RedisStore, private readonly blocking: Redis, private readonly log: Logger) {}
+  constructor(
+    private readonly store: RedisStore,
+    private readonly blocking: Redis,
+    private readonly log: Logger,
+  ) {}
 
   start(): void {
     if (this.running) return
@@ -46,7 +50,11 @@ export class EventFeed {
     if (remote) {
       const n = this.remote.get(key) ?? 0
       this.remote.set(key, n + 1)
-      if (n === 0) { this.seen.set(key, '0-0'); this.kick?.(); void this.unblock() }
+      if (n === 0) {
+        this.seen.set(key, '0-0')
+        this.kick?.()
+        void this.unblock()
+      }
     }
     return () => {
       set.delete(cb)
@@ -54,7 +62,10 @@ export class EventFeed {
       if (!remote) return
       const n = (this.remote.get(key) ?? 1) - 1
       if (n > 0) this.remote.set(key, n)
-      else { this.remote.delete(key); this.seen.delete(key) }
+      else {
+        this.remote.delete(key)
+        this.seen.delete(key)
+      }
     }
   }
 
@@ -63,11 +74,25 @@ export class EventFeed {
    * event or until `signal` aborts. Resolves true when `done` was delivered. `local`: the events
    * are appended by this process (no need to watch Redis for them).
    */
-  async follow(sid: string, eid: string, afterId: string, onEvent: (e: LoggedEvent) => Promise<void> | void, signal: AbortSignal, local = false): Promise<boolean> {
+  async follow(
+    sid: string,
+    eid: string,
+    afterId: string,
+    onEvent: (e: LoggedEvent) => Promise<void> | void,
+    signal: AbortSignal,
+    local = false,
+  ): Promise<boolean> {
     let last = afterId
     let dirty = true
     let wake: (() => void) | null = null
-    const unwatch = this.watch(this.store.keys.events(sid, eid), () => { dirty = true; wake?.() }, !local)
+    const unwatch = this.watch(
+      this.store.keys.events(sid, eid),
+      () => {
+        dirty = true
+        wake?.()
+      },
+      !local,
+    )
     const onAbort = () => wake?.()
     signal.addEventListener('abort', onAbort)
     let quiet = false
@@ -92,7 +117,10 @@ export class EventFeed {
           last = e.id
           if (e.type === 'done') return true
         }
-        if (events.length > 0) { dirty = true; continue } // there may be more than one page
+        if (events.length > 0) {
+          dirty = true
+          continue
+        } // there may be more than one page
         // Nothing new for a while: stop if the execution is gone, or ended with no `done` after `last`
         // (the client resumed past it, or the log was trimmed or expired).
         if (quiet && !(await this.executionLive(sid, eid))) return false
@@ -111,15 +139,25 @@ export class EventFeed {
 
   private async unblock(): Promise<void> {
     if (this.blockingId === null) return
-    try { await this.store.redis.client('UNBLOCK', this.blockingId) } catch { /* not blocked */ }
+    try {
+      await this.store.redis.client('UNBLOCK', this.blockingId)
+    } catch {
+      /* not blocked */
+    }
   }
 
   private async loop(): Promise<void> {
-    try { this.blockingId = Number(await this.blocking.client('ID')) } catch (err) { this.log.warn({ err }, 'event feed: no client id') }
+    try {
+      this.blockingId = Number(await this.blocking.client('ID'))
+    } catch (err) {
+      this.log.warn({ err }, 'event feed: no client id')
+    }
     while (this.running) {
       const keys = [...this.remote.keys()]
       if (keys.length === 0) {
-        await new Promise<void>((r) => { this.kick = r })
+        await new Promise<void>((r) => {
+          this.kick = r
+        })
         this.kick = null
         continue
       }
@@ -133,7 +171,10 @@ export class EventFeed {
       } catch (err) {
         if (!this.running) break
         this.log.warn({ err }, 'event feed: XREAD failed, retrying')
-        await new Promise<void>((r) => { const t = setTimeout(r, 500); t.unref() })
+        await new Promise<void>((r) => {
+          const t = setTimeout(r, 500)
+          t.unref()
+        })
       }
     }
   }

@@ -36,7 +36,11 @@ export interface ExecutionRecord {
   timeout_ms?: number
 }
 
-export interface LoggedEvent { id: string; type: string; [k: string]: unknown }
+export interface LoggedEvent {
+  id: string
+  type: string
+  [k: string]: unknown
+}
 
 const JSON_FIELDS = new Set(['limits', 'metadata', 'env'])
 const NUM_FIELDS = new Set(['timeout_ms', 'created_at', 'last_active_at', 'idle_timeout_s', 'execution_count', 'started_at', 'ended_at', 'duration_ms'])
@@ -104,7 +108,11 @@ return 1`
 export class RedisStore {
   readonly keys: RedisKeys
 
-  constructor(readonly redis: Redis, prefix: string, private readonly opts: { eventMaxLen: number; eventTtlS: number }) {
+  constructor(
+    readonly redis: Redis,
+    prefix: string,
+    private readonly opts: { eventMaxLen: number; eventTtlS: number },
+  ) {
     this.keys = redisKeys(prefix)
   }
 
@@ -112,7 +120,19 @@ export class RedisStore {
   /** Creates the session unless the tenant already has `maxSessions`; returns false then. */
   async createSession(rec: SessionRecord, deadlineMs: number, maxSessions: number): Promise<boolean> {
     const fields = Object.entries(toHash(rec)).flat()
-    return (await this.redis.eval(CREATE_SESSION, 3, this.keys.session(rec.id), this.keys.tenantSessions(rec.tenant), this.keys.deadlines(), maxSessions, deadlineMs, rec.id, ...fields)) === 1
+    return (
+      (await this.redis.eval(
+        CREATE_SESSION,
+        3,
+        this.keys.session(rec.id),
+        this.keys.tenantSessions(rec.tenant),
+        this.keys.deadlines(),
+        maxSessions,
+        deadlineMs,
+        rec.id,
+        ...fields,
+      )) === 1
+    )
   }
 
   async getSession(id: string): Promise<SessionRecord | null> {
@@ -124,13 +144,17 @@ export class RedisStore {
   async updateSession(id: string, fields: Partial<SessionRecord>): Promise<boolean> {
     const key = this.keys.session(id)
     const res = await this.redis.multi().exists(key).hset(key, toHash(fields)).exec()
-    if (!res?.[0]?.[1]) { await this.redis.del(key); return false }
+    if (!res?.[0]?.[1]) {
+      await this.redis.del(key)
+      return false
+    }
     return true
   }
 
   async deleteSession(rec: Pick<SessionRecord, 'id' | 'tenant'>): Promise<void> {
     const eids = await this.redis.lrange(this.keys.sessionExecutions(rec.id), 0, -1)
-    const m = this.redis.multi()
+    const m = this.redis
+      .multi()
       .del(this.keys.session(rec.id), this.keys.sessionExecutions(rec.id), this.keys.history(rec.id), this.keys.lease(rec.id))
       .srem(this.keys.tenantSessions(rec.tenant), rec.id)
       .zrem(this.keys.deadlines(), rec.id)
@@ -148,7 +172,10 @@ export class RedisStore {
     do {
       const [next, keys] = await this.redis.scan(cursor, 'MATCH', this.keys.session('*'), 'COUNT', 500)
       cursor = next
-      for (const k of keys) { const m = /\{([^}]+)\}:session$/.exec(k); if (m?.[1]) ids.add(m[1]) }
+      for (const k of keys) {
+        const m = /\{([^}]+)\}:session$/.exec(k)
+        if (m?.[1]) ids.add(m[1])
+      }
     } while (cursor !== '0')
     return ids
   }
@@ -159,10 +186,10 @@ export class RedisStore {
     await this.redis.zadd(this.keys.deadlines(), 'XX', deadlineMs, id)
   }
 
-
   /** Execution start: session busy (its deadline after the execution's own limit), execution running, optionally its `running` status event. */
   async recordStart(sid: string, eid: string, startedAt: number, statusEvent: object | null, deadlineMs: number): Promise<void> {
-    const m = this.redis.multi()
+    const m = this.redis
+      .multi()
       .eval(SESSION_ACTIVITY, 2, this.keys.session(sid), this.keys.deadlines(), deadlineMs, sid, 'status', 'busy', 'last_active_at', startedAt)
       .hset(this.keys.execution(sid, eid), toHash({ status: 'running', started_at: startedAt }))
     if (statusEvent) m.xadd(this.keys.events(sid, eid), 'MAXLEN', '~', this.opts.eventMaxLen, '*', 'e', JSON.stringify(statusEvent))
@@ -174,14 +201,22 @@ export class RedisStore {
    * which ends it itself), the execution record (and its expiry), the tenant's running slot, and
    * (when `session` is given) the session's status and idle deadline.
    */
-  async recordEnd(sid: string, eid: string, tenant: string, done: object | null, fields: Partial<ExecutionRecord>, session: { fields: Partial<SessionRecord>; deadlineMs: number } | null): Promise<void> {
+  async recordEnd(
+    sid: string,
+    eid: string,
+    tenant: string,
+    done: object | null,
+    fields: Partial<ExecutionRecord>,
+    session: { fields: Partial<SessionRecord>; deadlineMs: number } | null,
+  ): Promise<void> {
     const m = this.redis.multi()
     if (done) m.xadd(this.keys.events(sid, eid), 'MAXLEN', '~', this.opts.eventMaxLen, '*', 'e', JSON.stringify(done))
     m.hset(this.keys.execution(sid, eid), toHash(fields))
       .expire(this.keys.execution(sid, eid), this.opts.eventTtlS)
       .expire(this.keys.events(sid, eid), this.opts.eventTtlS)
       .zrem(this.keys.tenantRunning(tenant), eid)
-    if (session) m.eval(SESSION_ACTIVITY, 2, this.keys.session(sid), this.keys.deadlines(), session.deadlineMs, sid, ...Object.entries(toHash(session.fields)).flat())
+    if (session)
+      m.eval(SESSION_ACTIVITY, 2, this.keys.session(sid), this.keys.deadlines(), session.deadlineMs, sid, ...Object.entries(toHash(session.fields)).flat())
     await m.exec()
   }
 
@@ -204,7 +239,10 @@ export class RedisStore {
     const p = this.redis.pipeline()
     for (const sid of sids) p.eval(ACQUIRE_LEASE, 1, this.keys.lease(sid), instanceId, ttlMs)
     const res = (await p.exec()) ?? []
-    return sids.map((sid, i) => { const holder = res[i]?.[1]; return [sid, typeof holder === 'string' ? holder : instanceId] })
+    return sids.map((sid, i) => {
+      const holder = res[i]?.[1]
+      return [sid, typeof holder === 'string' ? holder : instanceId]
+    })
   }
 
   async leaseHolder(sid: string): Promise<string | null> {
@@ -216,9 +254,15 @@ export class RedisStore {
     if ((await this.redis.get(key)) === instanceId) await this.redis.del(key)
   }
 
-  async addInstanceSession(iid: string, sid: string): Promise<void> { await this.redis.sadd(this.keys.instanceSessions(iid), sid) }
-  async removeInstanceSession(iid: string, sid: string): Promise<void> { await this.redis.srem(this.keys.instanceSessions(iid), sid) }
-  async instanceSessionIds(iid: string): Promise<string[]> { return this.redis.smembers(this.keys.instanceSessions(iid)) }
+  async addInstanceSession(iid: string, sid: string): Promise<void> {
+    await this.redis.sadd(this.keys.instanceSessions(iid), sid)
+  }
+  async removeInstanceSession(iid: string, sid: string): Promise<void> {
+    await this.redis.srem(this.keys.instanceSessions(iid), sid)
+  }
+  async instanceSessionIds(iid: string): Promise<string[]> {
+    return this.redis.smembers(this.keys.instanceSessions(iid))
+  }
 
   /** A secret shared by every API instance of this deployment (created on first use). */
   async sharedSecret(): Promise<string> {
@@ -248,7 +292,8 @@ export class RedisStore {
   // ---- executions and their event logs ----
   /** Records a new execution and, in the same round trip, its first event (the `status` one; null: it logs elsewhere). */
   async createExecution(rec: ExecutionRecord, firstEvent: object | null, keepPerSession = 100): Promise<void> {
-    const m = this.redis.multi()
+    const m = this.redis
+      .multi()
       .hset(this.keys.execution(rec.session_id, rec.id), toHash(rec))
       .lpush(this.keys.sessionExecutions(rec.session_id), rec.id)
       .ltrim(this.keys.sessionExecutions(rec.session_id), 0, keepPerSession - 1)

@@ -21,15 +21,21 @@ class MemoryStore implements RunnerStore {
   readonly slots = new Set<string>()
   constructor(private readonly maxSlots = 100) {}
 
-  log(id: string): Logged[] { return this.logs.get(id) ?? [] }
-  private push(id: string, e: object): void { this.logs.set(id, [...this.log(id), e as Logged]) }
+  log(id: string): Logged[] {
+    return this.logs.get(id) ?? []
+  }
+  private push(id: string, e: object): void {
+    this.logs.set(id, [...this.log(id), e as Logged])
+  }
 
   async acquireRunningSlot(_tenant: string, eid: string): Promise<boolean> {
     if (this.slots.size >= this.maxSlots) return false
     this.slots.add(eid)
     return true
   }
-  async releaseRunningSlot(_tenant: string, eid: string): Promise<void> { this.slots.delete(eid) }
+  async releaseRunningSlot(_tenant: string, eid: string): Promise<void> {
+    this.slots.delete(eid)
+  }
   async createExecution(rec: { id: string }, first: object | null): Promise<void> {
     this.records.set(rec.id, { ...rec })
     if (first) this.push(rec.id, first)
@@ -47,36 +53,72 @@ class MemoryStore implements RunnerStore {
     this.push(logId, e)
     return `${this.log(logId).length}-0`
   }
-  async lastSeq(): Promise<number> { return -1 }
+  async lastSeq(): Promise<number> {
+    return -1
+  }
 }
 
-interface Harness { runner: ExecutionRunner; live: LiveSession; repl: FakeRepl; store: MemoryStore; killed: string[]; nextKill: () => Promise<string> }
+interface Harness {
+  runner: ExecutionRunner
+  live: LiveSession
+  repl: FakeRepl
+  store: MemoryStore
+  killed: string[]
+  nextKill: () => Promise<string>
+}
 
 function setup(t: Test, opts: { config?: Record<string, string>; outputBytes?: number; maxSlots?: number } = {}): Harness {
   const config: Config = loadConfig({ REPLCAST_API_KEYS: 't1=key-for-unit-tests', INTERRUPT_GRACE_MS: '50', ...opts.config })
   const store = new MemoryStore(opts.maxSlots)
   const killed: string[] = []
   let onKill: ((id: string) => void) | null = null
-  const nextKill = () => new Promise<string>((resolve) => { onKill = resolve })
+  const nextKill = () =>
+    new Promise<string>((resolve) => {
+      onKill = resolve
+    })
   const { transport, repl } = memoryTransportPair()
   const log = pino({ level: 'silent' })
   const client = new ReplClient(transport, log, { readyTimeoutMs: 1000, expectReady: false })
-  const live: LiveSession = { id: 'ses_1', tenant: 't1', containerId: 'c1', client, state: 'attached', idleTimeoutS: 60, outputBytes: opts.outputBytes ?? 1_000_000, work: { queue: [], running: null, reserved: 0 } }
+  const live: LiveSession = {
+    id: 'ses_1',
+    tenant: 't1',
+    containerId: 'c1',
+    client,
+    state: 'attached',
+    idleTimeoutS: 60,
+    outputBytes: opts.outputBytes ?? 1_000_000,
+    work: { queue: [], running: null, reserved: 0 },
+  }
   const runner = new ExecutionRunner({
-    config, store, log, metrics: createMetrics(),
+    config,
+    store,
+    log,
+    metrics: createMetrics(),
     feed: { notify: () => undefined },
-    driver: { kill: async (id: string) => { killed.push(id); onKill?.(id) }, readStdoutLog: async () => Buffer.alloc(0) },
+    driver: {
+      kill: async (id: string) => {
+        killed.push(id)
+        onKill?.(id)
+      },
+      readStdoutLog: async () => Buffer.alloc(0),
+    },
   })
   // The runner's timers are unref'd; this keeps the test process up while a test awaits them.
   const keepAlive = setInterval(() => undefined, 60_000)
-  t.teardown(() => { clearInterval(keepAlive); runner.abandon(live); client.close() })
+  t.teardown(() => {
+    clearInterval(keepAlive)
+    runner.abandon(live)
+    client.close()
+  })
   return { runner, live, repl, store, killed, nextKill }
 }
 
 /** An execution whose `done` status the test can await. */
 function execution(id: string, code: string, timeoutMs = 60_000): { ex: PendingExecution; done: Promise<DoneStatusT> } {
   const ex = newPendingExecution(id, code, timeoutMs)
-  const done = new Promise<DoneStatusT>((resolve) => { ex.onDone = resolve })
+  const done = new Promise<DoneStatusT>((resolve) => {
+    ex.onDone = resolve
+  })
   return { ex, done }
 }
 
@@ -129,7 +171,7 @@ t.test('a forged done status becomes error; execution_count must be a number to 
   t.same(store.log('exe_a').at(-1), { type: 'done', status: 'error', duration_ms: store.log('exe_a').at(-1)?.duration_ms })
 })
 
-t.test('output past the host\'s byte budget is dropped and reported in one limit event before done', async (t) => {
+t.test("output past the host's byte budget is dropped and reported in one limit event before done", async (t) => {
   const { runner, live, repl, store } = setup(t, { outputBytes: 200 })
   const a = execution('exe_a', 'flood()')
   await runner.enqueue(live, a.ex)
@@ -147,7 +189,7 @@ t.test('output past the host\'s byte budget is dropped and reported in one limit
   t.equal(log.at(-1)?.type, 'done')
 })
 
-t.test('a timeout interrupts; the REPL\'s answer is overridden to status timeout', async (t) => {
+t.test("a timeout interrupts; the REPL's answer is overridden to status timeout", async (t) => {
   const { runner, live, repl, killed } = setup(t)
   const a = execution('exe_a', 'while True: pass', 30)
   await runner.enqueue(live, a.ex)
@@ -174,7 +216,7 @@ t.test('a REPL that ignores the interrupt is killed after the grace period, and 
   t.equal(log.filter((e) => e.type === 'done').length, 1)
 })
 
-t.test('the queue depth and the tenant\'s execution quota are enforced', async (t) => {
+t.test("the queue depth and the tenant's execution quota are enforced", async (t) => {
   const { runner, live } = setup(t, { config: { EXEC_QUEUE_DEPTH: '1' } })
   await runner.enqueue(live, execution('exe_1', 'a').ex)
   await runner.enqueue(live, execution('exe_2', 'b').ex)
@@ -208,12 +250,20 @@ t.test('a streamed step logs into its target log with its tag, and observe can l
   const { runner, live, repl, store } = setup(t)
   const seen: string[] = []
   const ex = newPendingExecution('exe_step', '', 60_000, 'stream', {
-    logId: 'exe_turn', tag: { step: 1 },
-    observe: (e) => { seen.push(e.type); return e.type !== 'stderr' },
+    logId: 'exe_turn',
+    tag: { step: 1 },
+    observe: (e) => {
+      seen.push(e.type)
+      return e.type !== 'stderr'
+    },
   })
-  const done = new Promise<DoneStatusT>((resolve) => { ex.onDone = resolve })
+  const done = new Promise<DoneStatusT>((resolve) => {
+    ex.onDone = resolve
+  })
   let started = false
-  ex.onStart = () => { started = true }
+  ex.onStart = () => {
+    started = true
+  }
   await runner.enqueue(live, ex)
   t.ok(started, 'onStart ran when the REPL was told to begin')
   t.equal((await repl.nextFrame('exec_stream_begin')).id, 'exe_step')
@@ -222,6 +272,10 @@ t.test('a streamed step logs into its target log with its tag, and observe can l
   repl.send({ type: 'done', exec_id: 'exe_step', status: 'ok', execution_count: 1 })
   t.equal(await done, 'ok')
   t.same(seen, ['stdout', 'stderr'])
-  t.same(store.log('exe_turn').map(({ seq: _seq, ...e }) => e), [{ type: 'stdout', text: 'out\n', step: 1 }], 'no status, no stderr, no done of its own')
+  t.same(
+    store.log('exe_turn').map(({ seq: _seq, ...e }) => e),
+    [{ type: 'stdout', text: 'out\n', step: 1 }],
+    'no status, no stderr, no done of its own',
+  )
   t.same(store.log('exe_step'), [], 'nothing in a log of its own')
 })

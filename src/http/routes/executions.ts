@@ -10,7 +10,8 @@ import { replyWithExecution } from '../execution-reply.js'
 import { mintStreamToken, STREAM_TOKEN_TTL_S } from '../stream-token.js'
 import { ExecutionParams, problems, ref, SessionParams } from '../schema-refs.js'
 
-const SSE_DESCRIPTION = 'Server-Sent Events: `event:` is the event type, `id:` its position (send it back as Last-Event-ID), `data:` the event as JSON. Exactly one `done` event ends the stream.'
+const SSE_DESCRIPTION =
+  'Server-Sent Events: `event:` is the event type, `id:` its position (send it back as Last-Event-ID), `data:` the event as JSON. Exactly one `done` event ends the stream.'
 const UINT64_MAX = (1n << 64n) - 1n
 
 /** A Redis stream id: two unsigned 64-bit numbers, "ms-seq". */
@@ -19,80 +20,128 @@ function isStreamId(s: string): boolean {
   return !!m && BigInt(m[1]!) <= UINT64_MAX && BigInt(m[2]!) <= UINT64_MAX
 }
 
-export async function executionRoutes(app: FastifyInstance, { executions, streams, secret }: { executions: Executions; streams: SseStreams; secret: () => Promise<string> }): Promise<void> {
+export async function executionRoutes(
+  app: FastifyInstance,
+  { executions, streams, secret }: { executions: Executions; streams: SseStreams; secret: () => Promise<string> },
+): Promise<void> {
   const r = app.withTypeProvider<TypeBoxTypeProvider>()
   const tags = ['executions']
   const security = [{ bearer: [] }]
 
-  r.post('/v1/sessions/:id/executions', {
-    sse: 'dual',
-    schema: {
-      operationId: 'execute', tags, security, params: SessionParams, body: ref(ExecuteBody),
-      summary: 'Run code in the session: live SSE with Accept: text/event-stream, otherwise JSON once it ends',
-      response: {
-        200: {
-          description: 'The execution. With Accept: text/event-stream its events stream live as they happen. The Location header names the execution.',
-          content: { 'application/json': { schema: ref(Execution) }, 'text/event-stream': { schema: { type: 'string', description: SSE_DESCRIPTION } } },
+  r.post(
+    '/v1/sessions/:id/executions',
+    {
+      sse: 'dual',
+      schema: {
+        operationId: 'execute',
+        tags,
+        security,
+        params: SessionParams,
+        body: ref(ExecuteBody),
+        summary: 'Run code in the session: live SSE with Accept: text/event-stream, otherwise JSON once it ends',
+        response: {
+          200: {
+            description: 'The execution. With Accept: text/event-stream its events stream live as they happen. The Location header names the execution.',
+            content: { 'application/json': { schema: ref(Execution) }, 'text/event-stream': { schema: { type: 'string', description: SSE_DESCRIPTION } } },
+          },
+          ...problems(
+            'validation_failed',
+            'bad_request',
+            'limit_exceeded',
+            'session_not_found',
+            'session_dead',
+            'queue_full',
+            'quota_exceeded',
+            'payload_too_large',
+            'session_elsewhere',
+          ),
         },
-        ...problems('validation_failed', 'bad_request', 'limit_exceeded', 'session_not_found', 'session_dead', 'queue_full', 'quota_exceeded', 'payload_too_large', 'session_elsewhere'),
       },
     },
-  }, async (req, reply) => {
-    const sid = req.params.id
-    const eid = await executions.submit(req.tenant, sid, req.body.code, req.body.timeout_s)
-    return replyWithExecution(req, reply, { executions, streams }, req.tenant, sid, eid)
-  })
-
-  r.get('/v1/sessions/:id/executions/:eid', {
-    schema: {
-      operationId: 'getExecution', summary: 'An execution with every event so far', tags, security, params: ExecutionParams,
-      response: { 200: { ...ref(Execution), description: 'The execution' }, ...problems('session_not_found', 'execution_not_found') },
+    async (req, reply) => {
+      const sid = req.params.id
+      const eid = await executions.submit(req.tenant, sid, req.body.code, req.body.timeout_s)
+      return replyWithExecution(req, reply, { executions, streams }, req.tenant, sid, eid)
     },
-  }, async (req) => executions.get(req.tenant, req.params.id, req.params.eid))
+  )
 
-  r.get('/v1/sessions/:id/executions/:eid/events', {
-    sse: 'only',
-    schema: {
-      operationId: 'streamExecutionEvents', tags, security, params: ExecutionParams,
-      summary: 'Replay an execution\'s events after Last-Event-ID (or ?after=), then follow it live until done',
-      headers: Type.Object({ 'last-event-id': Type.Optional(Type.String({ description: 'Resume after this event id' })) }),
-      querystring: Type.Object({
-        after: Type.Optional(Type.String({ description: 'Resume after this event id (for clients that cannot set headers)' })),
-        access_token: Type.Optional(Type.String({ description: 'A token from POST .../events-token, for browsers\' EventSource (instead of the Authorization header)' })),
-      }, { additionalProperties: false }),
-      response: {
-        200: { description: SSE_DESCRIPTION, content: { 'text/event-stream': { schema: { type: 'string' } } } },
-        204: { description: 'Nothing after the given id: the execution has ended (EventSource stops reconnecting)', type: 'null' },
-        ...problems('validation_failed', 'session_not_found', 'execution_not_found', 'not_acceptable'),
+  r.get(
+    '/v1/sessions/:id/executions/:eid',
+    {
+      schema: {
+        operationId: 'getExecution',
+        summary: 'An execution with every event so far',
+        tags,
+        security,
+        params: ExecutionParams,
+        response: { 200: { ...ref(Execution), description: 'The execution' }, ...problems('session_not_found', 'execution_not_found') },
       },
     },
-  }, async (req, reply) => {
-    const { id: sid, eid } = req.params
-    const after = req.query.after ?? req.headers['last-event-id'] ?? ''
-    if (after && !isStreamId(after)) throw new AppError('validation_failed', 'Last-Event-ID / after must be an event id such as 1732186234123-0')
-    const ex = await executions.record(req.tenant, sid, eid)
-    const ended = ex.status !== 'queued' && ex.status !== 'running'
-    if (ended && after && (await executions.eventsAfter(sid, eid, after)) === 0) {
-      reply.code(204).send(null)
-      return
-    }
-    await streams.pipe(req, reply, (onEvent, signal) => executions.follow(sid, eid, after, onEvent, signal))
-  })
+    async (req) => executions.get(req.tenant, req.params.id, req.params.eid),
+  )
 
-  r.post('/v1/sessions/:id/executions/:eid/events-token', {
-    schema: {
-      operationId: 'createEventsToken', tags, security, params: ExecutionParams,
-      summary: 'A short-lived token that lets a browser\'s EventSource read this execution\'s events (?access_token=)',
-      response: {
-        201: { description: 'The token', ...Type.Object({ token: Type.String(), expires_at: Type.String({ format: 'date-time' }) }) },
-        ...problems('session_not_found', 'execution_not_found'),
+  r.get(
+    '/v1/sessions/:id/executions/:eid/events',
+    {
+      sse: 'only',
+      schema: {
+        operationId: 'streamExecutionEvents',
+        tags,
+        security,
+        params: ExecutionParams,
+        summary: "Replay an execution's events after Last-Event-ID (or ?after=), then follow it live until done",
+        headers: Type.Object({ 'last-event-id': Type.Optional(Type.String({ description: 'Resume after this event id' })) }),
+        querystring: Type.Object(
+          {
+            after: Type.Optional(Type.String({ description: 'Resume after this event id (for clients that cannot set headers)' })),
+            access_token: Type.Optional(
+              Type.String({ description: "A token from POST .../events-token, for browsers' EventSource (instead of the Authorization header)" }),
+            ),
+          },
+          { additionalProperties: false },
+        ),
+        response: {
+          200: { description: SSE_DESCRIPTION, content: { 'text/event-stream': { schema: { type: 'string' } } } },
+          204: { description: 'Nothing after the given id: the execution has ended (EventSource stops reconnecting)', type: 'null' },
+          ...problems('validation_failed', 'session_not_found', 'execution_not_found', 'not_acceptable'),
+        },
       },
     },
-  }, async (req, reply) => {
-    const { id: sid, eid } = req.params
-    await executions.record(req.tenant, sid, eid)
-    const exp = Math.floor(Date.now() / 1000) + STREAM_TOKEN_TTL_S
-    reply.code(201)
-    return { token: mintStreamToken(await secret(), { tenant: req.tenant, sid, eid, exp }), expires_at: new Date(exp * 1000).toISOString() }
-  })
+    async (req, reply) => {
+      const { id: sid, eid } = req.params
+      const after = req.query.after ?? req.headers['last-event-id'] ?? ''
+      if (after && !isStreamId(after)) throw new AppError('validation_failed', 'Last-Event-ID / after must be an event id such as 1732186234123-0')
+      const ex = await executions.record(req.tenant, sid, eid)
+      const ended = ex.status !== 'queued' && ex.status !== 'running'
+      if (ended && after && (await executions.eventsAfter(sid, eid, after)) === 0) {
+        reply.code(204).send(null)
+        return
+      }
+      await streams.pipe(req, reply, (onEvent, signal) => executions.follow(sid, eid, after, onEvent, signal))
+    },
+  )
+
+  r.post(
+    '/v1/sessions/:id/executions/:eid/events-token',
+    {
+      schema: {
+        operationId: 'createEventsToken',
+        tags,
+        security,
+        params: ExecutionParams,
+        summary: "A short-lived token that lets a browser's EventSource read this execution's events (?access_token=)",
+        response: {
+          201: { description: 'The token', ...Type.Object({ token: Type.String(), expires_at: Type.String({ format: 'date-time' }) }) },
+          ...problems('session_not_found', 'execution_not_found'),
+        },
+      },
+    },
+    async (req, reply) => {
+      const { id: sid, eid } = req.params
+      await executions.record(req.tenant, sid, eid)
+      const exp = Math.floor(Date.now() / 1000) + STREAM_TOKEN_TTL_S
+      reply.code(201)
+      return { token: mintStreamToken(await secret(), { tenant: req.tenant, sid, eid, exp }), expires_at: new Date(exp * 1000).toISOString() }
+    },
+  )
 }

@@ -10,41 +10,78 @@ import type { SseStreams } from '../sse.js'
 import { replyWithExecution } from '../execution-reply.js'
 import { problems, ref, SessionParams } from '../schema-refs.js'
 
-const SSE_DESCRIPTION = 'Server-Sent Events of the turn: `code` deltas as the model writes, the outputs of each statement as it runs, `error`s and corrections, `llm_call`, `final` (agent mode) and exactly one `done`. `id:` is the resumable position (Last-Event-ID on GET .../executions/{eid}/events).'
+const SSE_DESCRIPTION =
+  'Server-Sent Events of the turn: `code` deltas as the model writes, the outputs of each statement as it runs, `error`s and corrections, `llm_call`, `final` (agent mode) and exactly one `done`. `id:` is the resumable position (Last-Event-ID on GET .../executions/{eid}/events).'
 
-export async function messageRoutes(app: FastifyInstance, { executions, streams, llm }: { executions: Executions; streams: SseStreams; llm: LlmService }): Promise<void> {
+export async function messageRoutes(
+  app: FastifyInstance,
+  { executions, streams, llm }: { executions: Executions; streams: SseStreams; llm: LlmService },
+): Promise<void> {
   const r = app.withTypeProvider<TypeBoxTypeProvider>()
   const tags = ['messages']
   const security = [{ bearer: [] }]
-  app.addHook('onClose', async () => { llm.close() })
-
-  r.post('/v1/sessions/:id/messages', {
-    sse: 'dual',
-    schema: {
-      operationId: 'sendMessage', tags, security, params: SessionParams, body: ref(MessageRequest),
-      summary: 'An LLM turn: the model answers in Python that runs in the session as it streams',
-      description: 'Needs OPENAI_BASE_URL. With Accept: text/event-stream the turn\'s events stream live; otherwise the turn is returned as an Execution once it ends. The Location header names the turn\'s execution (resume with GET .../executions/{eid}/events; interrupt with POST .../interrupt).',
-      response: {
-        200: {
-          description: 'The turn as an execution',
-          content: { 'application/json': { schema: ref(Execution) }, 'text/event-stream': { schema: { type: 'string', description: SSE_DESCRIPTION } } },
-        },
-        ...problems('validation_failed', 'bad_request', 'limit_exceeded', 'model_not_allowed', 'session_not_found', 'session_dead', 'queue_full', 'quota_exceeded', 'payload_too_large', 'session_elsewhere', 'llm_not_configured'),
-      },
-    },
-  }, async (req, reply) => {
-    const sid = req.params.id
-    const eid = await llm.startTurn(req.tenant, sid, req.body)
-    if (req.body.on_disconnect === 'cancel') reply.raw.once('close', () => llm.cancel(eid, 'the client disconnected (on_disconnect: cancel)'))
-    return replyWithExecution(req, reply, { executions, streams }, req.tenant, sid, eid)
+  app.addHook('onClose', async () => {
+    llm.close()
   })
 
-  r.get('/v1/sessions/:id/messages', {
-    schema: {
-      operationId: 'listMessages', tags, security, params: SessionParams,
-      summary: 'The session\'s conversation: user messages and the code the model ran, with truncated outputs',
-      querystring: Type.Object({ limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200, default: 50, description: 'Newest messages to return' })) }, { additionalProperties: false }),
-      response: { 200: { ...ref(MessageList), description: 'Messages, oldest first' }, ...problems('validation_failed', 'session_not_found') },
+  r.post(
+    '/v1/sessions/:id/messages',
+    {
+      sse: 'dual',
+      schema: {
+        operationId: 'sendMessage',
+        tags,
+        security,
+        params: SessionParams,
+        body: ref(MessageRequest),
+        summary: 'An LLM turn: the model answers in Python that runs in the session as it streams',
+        description:
+          "Needs OPENAI_BASE_URL. With Accept: text/event-stream the turn's events stream live; otherwise the turn is returned as an Execution once it ends. The Location header names the turn's execution (resume with GET .../executions/{eid}/events; interrupt with POST .../interrupt).",
+        response: {
+          200: {
+            description: 'The turn as an execution',
+            content: { 'application/json': { schema: ref(Execution) }, 'text/event-stream': { schema: { type: 'string', description: SSE_DESCRIPTION } } },
+          },
+          ...problems(
+            'validation_failed',
+            'bad_request',
+            'limit_exceeded',
+            'model_not_allowed',
+            'session_not_found',
+            'session_dead',
+            'queue_full',
+            'quota_exceeded',
+            'payload_too_large',
+            'session_elsewhere',
+            'llm_not_configured',
+          ),
+        },
+      },
     },
-  }, async (req) => ({ messages: await llm.messages(req.tenant, req.params.id, req.query.limit ?? 50) }))
+    async (req, reply) => {
+      const sid = req.params.id
+      const eid = await llm.startTurn(req.tenant, sid, req.body)
+      if (req.body.on_disconnect === 'cancel') reply.raw.once('close', () => llm.cancel(eid, 'the client disconnected (on_disconnect: cancel)'))
+      return replyWithExecution(req, reply, { executions, streams }, req.tenant, sid, eid)
+    },
+  )
+
+  r.get(
+    '/v1/sessions/:id/messages',
+    {
+      schema: {
+        operationId: 'listMessages',
+        tags,
+        security,
+        params: SessionParams,
+        summary: "The session's conversation: user messages and the code the model ran, with truncated outputs",
+        querystring: Type.Object(
+          { limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200, default: 50, description: 'Newest messages to return' })) },
+          { additionalProperties: false },
+        ),
+        response: { 200: { ...ref(MessageList), description: 'Messages, oldest first' }, ...problems('validation_failed', 'session_not_found') },
+      },
+    },
+    async (req) => ({ messages: await llm.messages(req.tenant, req.params.id, req.query.limit ?? 50) }),
+  )
 }
