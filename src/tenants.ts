@@ -21,6 +21,17 @@ export const TenantLimitsOverride = Type.Object(
     max_exec_timeout_s: Type.Optional(PosNum("Ceiling for an execution's timeout_s")),
     max_output_bytes: Type.Optional(Type.Integer({ minimum: 1024, maximum: 1 << 30, description: 'Ceiling for output bytes per execution' })),
     max_idle_timeout_s: Type.Optional(PosInt('Ceiling for idle_timeout_s')),
+    max_event_bytes: Type.Optional(
+      Type.Integer({
+        minimum: 1024,
+        maximum: 2 ** 40,
+        description: 'Bytes of execution event logs kept in Redis for the tenant; past it the oldest ended logs go first, then live output is truncated',
+      }),
+    ),
+    llm_calls_per_minute: Type.Optional(PosInt('LLM calls (turn replies and llm_query prompts) per minute')),
+    llm_tokens_per_minute: Type.Optional(PosInt('LLM tokens (prompt and completion) per minute')),
+    llm_calls_per_day: Type.Optional(PosInt('LLM calls per day (UTC)')),
+    llm_tokens_per_day: Type.Optional(PosInt('LLM tokens per day (UTC)')),
   },
   { additionalProperties: false },
 )
@@ -41,6 +52,11 @@ export interface TenantDefaultsSource {
   MAX_EXEC_TIMEOUT_S: number
   MAX_OUTPUT_BYTES: number
   MAX_IDLE_TIMEOUT_S: number
+  TENANT_MAX_EVENT_BYTES: number
+  TENANT_LLM_CALLS_PER_MINUTE: number
+  TENANT_LLM_TOKENS_PER_MINUTE: number
+  TENANT_LLM_CALLS_PER_DAY: number
+  TENANT_LLM_TOKENS_PER_DAY: number
 }
 
 export class TenantLimitsError extends Error {
@@ -81,6 +97,11 @@ function defaultsFromConfig(c: TenantDefaultsSource): TenantLimits {
     max_exec_timeout_s: c.MAX_EXEC_TIMEOUT_S,
     max_output_bytes: c.MAX_OUTPUT_BYTES,
     max_idle_timeout_s: c.MAX_IDLE_TIMEOUT_S,
+    max_event_bytes: c.TENANT_MAX_EVENT_BYTES,
+    llm_calls_per_minute: c.TENANT_LLM_CALLS_PER_MINUTE,
+    llm_tokens_per_minute: c.TENANT_LLM_TOKENS_PER_MINUTE,
+    llm_calls_per_day: c.TENANT_LLM_CALLS_PER_DAY,
+    llm_tokens_per_day: c.TENANT_LLM_TOKENS_PER_DAY,
   }
 }
 
