@@ -1,31 +1,35 @@
 // The sandbox image's own Python suites (sandbox-image/tests), each Python test reported
-// as one tap assertion: the REPL suite runs inside the built image under the DESIGN §6
-// baseline flags, the Docker suite runs on the host against `docker run -i` of the image.
+// as one tap assertion: the REPL suite runs inside the built image, the Docker suite runs on
+// the host against `docker run -i` of the image; both start it with the service's own flags.
 import t, { type Test } from 'tap'
 import { spawn } from 'node:child_process'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
 import path from 'node:path'
+import { loadConfig } from '../src/config.js'
+import { containerConfig } from '../src/sandbox/container-spec.js'
+import { resolveSessionLimits, sandboxSpec } from '../src/sessions/session-limits.js'
+import { dockerRunFlags } from './helpers/docker-run-flags.js'
 
 const SANDBOX_IMAGE = process.env.SANDBOX_IMAGE ?? 'replcast-sandbox:latest'
 const TESTS_DIR = fileURLToPath(new URL('../sandbox-image/tests/', import.meta.url))
 const SUITE_TIMEOUT_MS = 540_000
 
-// Same flags as sandbox-image/tests/harness.py DOCKER_BASELINE_FLAGS.
-const BASELINE_FLAGS = [
-  '--network', 'none',
-  '--read-only',
-  '--tmpfs', '/workspace:rw,size=64m,uid=1000,gid=1000,mode=0700',
-  '--tmpfs', '/tmp:rw,size=64m,mode=1777',
-  '--cap-drop', 'ALL',
-  '--security-opt', 'no-new-privileges',
-  '--pids-limit', '128',
-  '--memory', '512m', '--memory-swap', '512m',
-  '--cpus', '1',
-  '--ulimit', 'nofile=1024:1024',
-  '--init',
-  '--user', '1000:1000',
-]
+// The flags every sandbox gets, from the service's own container config for the default limits.
+// The runner inside the image is the container's command, so no stdin is attached to it.
+const CONFIG = loadConfig({ SANDBOX_IMAGE, REPLCAST_API_KEYS: 'tests=unused-key' })
+const SANDBOX_FLAGS = dockerRunFlags(
+  containerConfig(
+    sandboxSpec(CONFIG, {
+      sessionId: 'ses_imagetests',
+      tenant: 'tests',
+      runtime: CONFIG.SANDBOX_RUNTIME,
+      limits: resolveSessionLimits(CONFIG, 'tests', {}).limits,
+      env: {},
+    }),
+  ),
+)
+const SUITE_FLAGS = SANDBOX_FLAGS.filter((f) => f !== '--interactive')
 
 interface PyTestLine {
   name: string
@@ -43,8 +47,8 @@ interface Summary {
 }
 
 /** Runs one Python suite runner and turns each JSON result line into a tap assertion. */
-async function runSuite(t: Test, command: string, args: string[]): Promise<void> {
-  const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] })
+async function runSuite(t: Test, command: string, args: string[], env: NodeJS.ProcessEnv = process.env): Promise<void> {
+  const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'], env })
   let stderr = ''
   child.stderr.setEncoding('utf8')
   child.stderr.on('data', (chunk: string) => {
@@ -88,13 +92,25 @@ async function runSuite(t: Test, command: string, args: string[]): Promise<void>
   if (summary) t.comment(`${summary.pass} passed, ${summary.fail + summary.error} failed, ${summary.skip} skipped in ${summary.duration_s}s`)
 }
 
-t.test('REPL suite inside the image (subprocess with pipes, baseline flags)', async (t) => {
-  await runSuite(t, 'docker', [
-    'run', '--rm', '--log-driver', 'none', ...BASELINE_FLAGS, SANDBOX_IMAGE,
-    'python3', '/opt/replcast-tests/run.py', '--suite', 'pipe',
-  ])
+t.test("the docker run flags are the service's container config", async (t) => {
+  for (const flag of ['--read-only', '--init', '--interactive']) t.ok(SANDBOX_FLAGS.includes(flag), flag)
+  const pairs = new Set(SANDBOX_FLAGS.map((f, i) => `${f} ${SANDBOX_FLAGS[i + 1]}`))
+  for (const pair of ['--network none', '--cap-drop ALL', '--security-opt no-new-privileges', '--ipc private', '--log-driver local'])
+    t.ok(pairs.has(pair), pair)
+  t.ok(
+    SANDBOX_FLAGS.some((f) => f.startsWith('/tmp:') && f.includes('noexec')),
+    '/tmp is noexec',
+  )
+  t.throws(() => dockerRunFlags({ Image: 'x', HostConfig: { Privileged: false } }), /HostConfig\.Privileged/, 'an unmapped setting fails')
+})
+
+t.test('REPL suite inside the image (subprocess with pipes, the sandbox flags)', async (t) => {
+  await runSuite(t, 'docker', ['run', '--rm', ...SUITE_FLAGS, SANDBOX_IMAGE, 'python3', '/opt/replcast-tests/run.py', '--suite', 'pipe'])
 })
 
 t.test('Docker suite against docker run -i of the image (host)', async (t) => {
-  await runSuite(t, 'python3', [path.join(TESTS_DIR, 'run.py'), '--suite', 'docker'])
+  await runSuite(t, 'python3', [path.join(TESTS_DIR, 'run.py'), '--suite', 'docker'], {
+    ...process.env,
+    REPLCAST_TEST_DOCKER_FLAGS: JSON.stringify(SANDBOX_FLAGS),
+  })
 })

@@ -20,13 +20,11 @@ import traceback
 
 from . import display
 from .protocol import log
-from .source import StatementSplitter, ends_with_semicolon
+from .source import StatementSplitter, dedent_cell, ends_with_semicolon
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 _ASYNCIO_DIR = os.path.dirname(os.path.abspath(asyncio.__file__))
 _COMPILE_FLAGS = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
-MAX_TEXT_MIME_BYTES = 4 * 1024 * 1024   # one text entry of a bundle, whatever the cap
-MAX_IMAGE_BYTES_CEILING = 10 * 1024 * 1024  # keeps an image frame under the host's 16 MiB line
 
 
 class ExecuteJob:
@@ -48,11 +46,12 @@ class StreamJob(ExecuteJob):
 
 
 class ExecContext:
-    def __init__(self, job, count):
+    def __init__(self, job, count, limits):
         self.exec_id = job.exec_id
         self.count = count
         self.max_stream = job.max_stream
-        self.max_image = min(job.max_image, MAX_IMAGE_BYTES_CEILING)
+        self.max_image = min(job.max_image, limits.image_bytes_ceiling)
+        self.max_text = min(job.max_stream, limits.text_mime_bytes)
         self.started = time.monotonic()
         self.text_dropped = 0
         self.image_dropped = 0
@@ -60,8 +59,9 @@ class ExecContext:
 
 
 class Executor:
-    def __init__(self, channel, capture, gate, namespace):
+    def __init__(self, channel, capture, gate, namespace, limits):
         self.channel = channel
+        self.limits = limits
         self.capture = capture
         self.gate = gate
         self.ns = namespace
@@ -103,7 +103,7 @@ class Executor:
 
     def _run_job(self, job):
         self.count += 1
-        ctx = ExecContext(job, self.count)
+        ctx = ExecContext(job, self.count, self.limits)
         self._repair()
         with self._state_lock:
             self.current = ctx
@@ -113,7 +113,7 @@ class Executor:
             if isinstance(job, StreamJob):
                 status = self._run_stream(ctx, job)
             else:
-                status = self._run_cell(ctx, job.code, job.display_last, "<cell-%d>" % ctx.count)
+                status = self._run_cell(ctx, dedent_cell(job.code), job.display_last, "<cell-%d>" % ctx.count)
             status = self._post_execute(ctx, status)
         except KeyboardInterrupt:
             # Landed in REPL code between gate transitions; still the user's interrupt.
@@ -320,16 +320,15 @@ class Executor:
         out = {}
         for mime, value in data.items():
             if mime in display.BINARY_MIMES and isinstance(value, str):
-                raw_size = len(value) * 3 // 4
+                raw_size = len(value) * 3 // 4 - value[-2:].count("=")  # decoded size: padding is no data
                 if raw_size > ctx.max_image:
                     ctx.image_dropped += raw_size
                     continue
             elif isinstance(value, str):
-                limit = min(ctx.max_stream, MAX_TEXT_MIME_BYTES)
                 encoded = value.encode("utf-8", "replace")
-                if len(encoded) > limit:
-                    ctx.text_dropped += len(encoded) - limit
-                    value = encoded[:limit].decode("utf-8", "ignore")
+                if len(encoded) > ctx.max_text:
+                    ctx.text_dropped += len(encoded) - ctx.max_text
+                    value = encoded[:ctx.max_text].decode("utf-8", "ignore")
             out[mime] = value
         if not out:
             out["text/plain"] = ""

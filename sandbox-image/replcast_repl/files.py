@@ -1,4 +1,4 @@
-"""Workspace file transfer: file_put/file_get/file_list/file_delete.
+"""Workspace file transfer: file_put/file_get/file_list.
 
 Paths are relative to the workspace root; absolute paths, `..` escapes and
 symlinks that resolve outside the root are refused with `bad_path`.
@@ -8,10 +8,8 @@ import base64
 import binascii
 import errno
 import os
-import shutil
 import stat
 
-MAX_GET_BYTES = 8 * 1024 * 1024   # one file_get chunk (base64 stays under the 16 MiB line)
 DEFAULT_GET_BYTES = 1024 * 1024
 MAX_LIST_ENTRIES = 10000
 
@@ -47,8 +45,9 @@ def _int_field(frame, name, default):
 
 
 class Workspace:
-    def __init__(self, root):
+    def __init__(self, root, max_chunk_bytes):
         self.root = os.path.realpath(root)
+        self.max_chunk_bytes = max_chunk_bytes  # one file_get reply (limits.file_chunk_bytes)
 
     def resolve(self, path, allow_root=False):
         """Absolute real path for a workspace-relative path, or ReplyError(bad_path)."""
@@ -110,7 +109,7 @@ class Workspace:
         path = frame.get("path")
         target = self.resolve(path)
         offset = _int_field(frame, "offset", 0)
-        length = min(_int_field(frame, "length", DEFAULT_GET_BYTES), MAX_GET_BYTES)
+        length = min(_int_field(frame, "length", DEFAULT_GET_BYTES), self.max_chunk_bytes)
         try:
             fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW)
             try:
@@ -161,19 +160,3 @@ class Workspace:
         is_dir = stat.S_ISDIR(st.st_mode)
         return {"path": self.rel(full), "size": 0 if is_dir else st.st_size,
                 "type": "dir" if is_dir else "file", "mtime": st.st_mtime}
-
-    def delete(self, frame):
-        path = frame.get("path")
-        joined = self.resolve(path)
-        # Delete the link itself, not its target, when the name is a symlink.
-        lexical = os.path.normpath(os.path.join(self.root, path))
-        victim = lexical if os.path.islink(lexical) else joined
-        try:
-            st = os.lstat(victim)
-            if stat.S_ISDIR(st.st_mode):
-                shutil.rmtree(victim)
-            else:
-                os.unlink(victim)
-        except OSError as exc:
-            raise _os_error(exc, path) from None
-        return {}

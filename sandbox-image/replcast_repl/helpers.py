@@ -5,10 +5,6 @@ import itertools
 import json
 import threading
 
-# Match the host: it refuses longer prompts, and drops frames over 16 MiB.
-MAX_PROMPT_CHARS = 1_000_000
-MAX_REQUEST_BYTES = 15 * 1024 * 1024
-
 
 class LLMError(Exception):
     """The host could not answer an llm_query/llm_batch request."""
@@ -26,8 +22,9 @@ class _Pending:
 
 
 class Helpers:
-    def __init__(self, channel, executor, gate):
+    def __init__(self, channel, executor, gate, limits):
         self.channel = channel
+        self.limits = limits
         self.executor = executor
         self.gate = gate
         self._ids = itertools.count(1)
@@ -83,12 +80,14 @@ class Helpers:
             raise LLMError("llm_query/llm_batch can only be used while an execution runs")
         if model is not None and not isinstance(model, str):
             raise TypeError("model must be a str or None")
-        # A frame the host would drop for its size would leave the call waiting forever: refuse it here.
+        # The host refuses longer prompts and drops longer frames, which would leave the call
+        # waiting forever: refuse them here, with the host's numbers (limits.py).
+        max_chars, max_bytes = self.limits.max_prompt_chars, self.limits.llm_request_bytes
         for i, p in enumerate(prompts):
-            if len(p) > MAX_PROMPT_CHARS:
-                raise LLMError("prompt %d has %d characters; the maximum is %d (pass a slice, or summarise in parts)" % (i, len(p), MAX_PROMPT_CHARS))
-        if sum(len(json.dumps(p)) for p in prompts) > MAX_REQUEST_BYTES:
-            raise LLMError("the prompts together are too large to send (more than %d bytes encoded); send fewer or shorter ones" % MAX_REQUEST_BYTES)
+            if len(p) > max_chars:
+                raise LLMError("prompt %d has %d characters; the maximum is %d (pass a slice, or summarise in parts)" % (i, len(p), max_chars))
+        if sum(len(json.dumps(p)) for p in prompts) > max_bytes:
+            raise LLMError("the prompts together are too large to send (more than %d bytes encoded); send fewer or shorter ones" % max_bytes)
         pending = _Pending()
         with self.gate.masked():
             request_id = "llm-%d" % next(self._ids)

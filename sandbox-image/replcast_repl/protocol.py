@@ -13,7 +13,7 @@ import sys
 import threading
 
 PROTOCOL_VERSION = 1
-MAX_LINE_BYTES = 64 * 1024 * 1024  # host frames (base64 file chunks) stay far below this
+MAX_LINE_BYTES = 64 * 1024 * 1024  # longest host line read (file_put chunks, set_var values)
 
 
 def log(msg):
@@ -225,9 +225,10 @@ def _recover(text, problem, max_attempts=200):
     return None, problem
 
 
-def ready_fields():
+def ready_fields(limits):
     return {
         "python": "%d.%d.%d" % sys.version_info[:3],
         "protocol": PROTOCOL_VERSION,
         "pid": os.getpid(),
+        "limits": limits.as_dict(),
     }

@@ -1,12 +1,11 @@
 """Wires the REPL together and dispatches host frames.
 
 Threads: main (executions, so signals reach user code), stdin reader
-(dispatch; never blocks on user code), control worker (variables and files,
-in arrival order), capture reader, frame writer.
+(dispatch; never blocks on user code), control worker (set_var and the file
+frames, in arrival order), capture reader, frame writer.
 """
 
 import builtins
-import json
 import os
 import queue
 import shutil
@@ -20,23 +19,10 @@ from .executor import ExecuteJob, Executor, StreamJob, _repair_stdin
 from .files import ReplyError, Workspace
 from .helpers import Helpers, install
 from .interrupt import InterruptGate
+from .limits import Limits
 from .protocol import Channel, log, parse_frame
-from .source import is_complete
 
-DEFAULT_MAX_STREAM_BYTES = 1_000_000
-DEFAULT_MAX_IMAGE_BYTES = 5_000_000
-MAX_VAR_JSON_BYTES = 8 * 1024 * 1024
-MAX_REPR_CHARS = 100_000
-REPR_TIMEOUT_S = 2.0
-CONTROL_TYPES = frozenset(("set_var", "get_var", "file_put", "file_get", "file_list", "file_delete"))
-
-
-def _env_int(name, default):
-    try:
-        value = int(os.environ.get(name, default))
-        return value if value >= 0 else default
-    except ValueError:
-        return default
+CONTROL_TYPES = frozenset(("set_var", "file_put", "file_get", "file_list"))
 
 
 def _seed_matplotlib_cache():
@@ -61,8 +47,9 @@ class Server:
         os.dup2(devnull, 0)
         os.close(devnull)
         self.channel = Channel(chan_in, chan_out)
-        self.max_stream = _env_int("REPLCAST_MAX_STREAM_BYTES", DEFAULT_MAX_STREAM_BYTES)
-        self.max_image = _env_int("REPLCAST_MAX_IMAGE_BYTES", DEFAULT_MAX_IMAGE_BYTES)
+        self.limits = Limits()
+        self.max_stream = self.limits.max_stream_bytes
+        self.max_image = self.limits.max_image_bytes
         self.capture = Capture(self.channel, idle_budget_bytes=self.max_stream)
         self.gate = InterruptGate()
         main = types.ModuleType("__main__")
@@ -71,11 +58,11 @@ class Server:
         # Functions defined in cells pickle by reference to __main__
         # (multiprocessing), so the namespace is the __main__ module, as in IPython.
         sys.modules["__main__"] = main
-        self.executor = Executor(self.channel, self.capture, self.gate, self.ns)
-        self.helpers = Helpers(self.channel, self.executor, self.gate)
+        self.executor = Executor(self.channel, self.capture, self.gate, self.ns, self.limits)
+        self.helpers = Helpers(self.channel, self.executor, self.gate, self.limits)
         install(self.ns, self.helpers, self.executor)
         self.executor.on_interrupt = self.helpers.interrupt_wait
-        self.workspace = Workspace(os.environ.get("REPLCAST_WORKSPACE") or os.getcwd())
+        self.workspace = Workspace(os.environ.get("REPLCAST_WORKSPACE") or os.getcwd(), self.limits.file_chunk_bytes)
         self.control = queue.SimpleQueue()
         self.streams = {}           # exec_id -> StreamJob
         self._stdin_closed = False
@@ -87,7 +74,7 @@ class Server:
         self.capture.install()
         self.gate.install()
         _repair_stdin()
-        self.channel.send("ready", **protocol.ready_fields())
+        self.channel.send("ready", **protocol.ready_fields(self.limits))
         threading.Thread(target=self._control_loop, name="replcast-control", daemon=True).start()
         threading.Thread(target=self._read_loop, name="replcast-reader", daemon=True).start()
         self.executor.run_forever()
@@ -208,34 +195,18 @@ class Server:
         if not job.finished:
             job.inbox.put(("end", None))
 
-    def _on_is_complete(self, frame):
-        code = frame.get("code")
-        if not isinstance(code, str):
-            raise ReplyError("bad_request", "is_complete needs a string 'code'")
-        status, indent = is_complete(code)
-        self.reply(frame, status=status, indent=indent)
-
     def _on_interrupt(self, frame):
         self.reply(frame)
         self.executor.interrupt()
-
-    def _on_ping(self, frame):
-        self.reply(frame)
-
-    def _on_shutdown(self, frame):
-        self.reply(frame)
-        self._exit(0)
 
     # -- control worker ------------------------------------------------------------
 
     def _control_loop(self):
         handlers = {
             "set_var": self._set_var,
-            "get_var": self._get_var,
             "file_put": self.workspace.put,
             "file_get": self.workspace.get,
             "file_list": self.workspace.list,
-            "file_delete": self.workspace.delete,
         }
         while True:
             frame = self.control.get()
@@ -262,54 +233,6 @@ class Server:
             raise ReplyError("bad_request", "set_var needs a 'value'")
         self.ns[name] = frame["value"]
         return {}
-
-    def _get_var(self, frame):
-        name = self._var_name(frame)
-        if name not in self.ns:
-            raise ReplyError("name_error", "name %r is not defined" % name)
-        obj = self.ns[name]
-        return {"value": _json_value(obj), "repr": _bounded_repr(obj)}
-
-
-def _json_value(obj):
-    """obj itself if it is plain JSON (finite numbers, str keys), else null."""
-    for candidate in (obj, getattr(obj, "tolist", None)):
-        if candidate is None:
-            continue
-        if candidate is not obj:
-            if type(obj).__module__.split(".")[0] != "numpy":
-                continue
-            try:
-                candidate = candidate()
-            except Exception:
-                continue
-        try:
-            text = json.dumps(candidate, allow_nan=False)
-        except (TypeError, ValueError, RecursionError):
-            continue
-        if len(text) <= MAX_VAR_JSON_BYTES:
-            return json.loads(text)
-    return None
-
-
-def _bounded_repr(obj):
-    """repr(obj) computed off-thread with a time limit, so a hostile __repr__
-    cannot stall the control worker."""
-    result = ["<repr timed out>"]
-
-    def run():
-        try:
-            text = repr(obj)
-        except BaseException as exc:  # noqa: B036 - user code
-            text = "<repr failed: %s: %s>" % (type(exc).__name__, exc)
-        if len(text) > MAX_REPR_CHARS:
-            text = text[:MAX_REPR_CHARS] + "..."
-        result[0] = text
-
-    t = threading.Thread(target=run, name="replcast-repr", daemon=True)
-    t.start()
-    t.join(REPR_TIMEOUT_S)
-    return result[0]
 
 
 def main():

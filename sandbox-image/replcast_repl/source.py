@@ -1,5 +1,5 @@
-"""Source-text analysis: completeness (is_complete), trailing `;`, and the
-statement splitter behind streamed execution."""
+"""Source-text analysis: completeness, IPython's leading-indent removal, the
+trailing `;`, and the statement splitter behind streamed execution."""
 
 import ast
 import io
@@ -11,6 +11,7 @@ from codeop import PyCF_ALLOW_INCOMPLETE_INPUT, PyCF_DONT_IMPLY_DEDENT
 CONTINUATION_WORDS = frozenset(("else", "elif", "except", "finally"))
 _FENCE = re.compile(r"^\s*```[\w+.-]*\s*$")
 _WORD = re.compile(r"\w+")
+_INDENT = re.compile(r"[ \t]+")
 
 
 def classify(source):
@@ -27,7 +28,7 @@ def classify(source):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                compile(candidate, "<is_complete>", "exec", flags, dont_inherit=True)
+                compile(candidate, "<classify>", "exec", flags, dont_inherit=True)
             return "complete"
         except SyntaxError as exc:
             if "incomplete input" in str(exc):
@@ -37,34 +38,30 @@ def classify(source):
     return "invalid"
 
 
-def _indent_of(line):
-    return line[: len(line) - len(line.lstrip(" \t"))]
+def _code_indent(line):
+    """The leading spaces/tabs of a line of code; None for a blank or comment line."""
+    if not _is_code(line):
+        return None
+    m = _INDENT.match(line)
+    return m.group(0) if m else ""
 
 
-def is_complete(source):
-    """IPython's check_complete: (status, indent) for a would-be cell.
+def dedent_cell(source):
+    """IPython's leading-indent cleanup, so copy-pasted indented code runs.
 
-    A block that parses but whose last line is indented is 'incomplete' (a
-    terminal would wait for a blank line); indent is the suggested indent of
-    the next line and "" unless incomplete.
+    The indentation of the first line of code (blank and comment lines before
+    it are skipped) is removed from every line that starts with it; other lines
+    are left alone, so indentation that is really wrong still fails. No line is
+    added or removed: tracebacks keep the cell's line numbers. A cell whose first
+    line of code is not indented, i.e. every cell Python could compile, is
+    returned unchanged.
     """
-    if not source.strip():
-        return "complete", ""
-    status = classify(source)
     lines = source.split("\n")
-    code_lines = [ln for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
-    last = code_lines[-1] if code_lines else ""
-    if status == "invalid":
-        return "invalid", ""
-    ends_blank = len(lines) >= 2 and not lines[-1].strip() and not lines[-2].strip()
-    if status == "complete":
-        if _indent_of(last) and not ends_blank:
-            return "incomplete", _indent_of(last)
-        return "complete", ""
-    indent = _indent_of(last)
-    if last.rstrip().endswith(":"):
-        indent += "    "
-    return "incomplete", indent
+    prefix = next((p for p in map(_code_indent, lines) if p is not None), "")
+    if not prefix:
+        return source
+    n = len(prefix)
+    return "\n".join(line[n:] if line.startswith(prefix) else line for line in lines)
 
 
 def ends_with_semicolon(source):
@@ -110,12 +107,16 @@ class StatementSplitter:
     A statement is complete when a later line starts at column 0, is not a
     continuation (else/elif/except/finally), and the text before it parses.
     Markdown fence lines are dropped. Line numbers refer to the fence-free text.
+    As in dedent_cell, the indentation of the first line of code (known once
+    that line is complete) is removed from it and from every later line that
+    starts with it, so uniformly indented code also runs statement by statement.
     """
 
     def __init__(self):
         self._lines = []      # complete, not yet handed out
         self._partial = ""    # the incomplete last line
-        self.text = ""        # all fence-free text seen (for tracebacks)
+        self._indent = None   # indentation of the first line of code (None: none yet)
+        self.text = ""        # all fence-free, dedented text seen (for tracebacks)
         self.next_lineno = 1  # line number of the first pending line
 
     def feed(self, text):
@@ -128,8 +129,16 @@ class StatementSplitter:
     def _add(self, line):
         if is_fence(line):
             return
+        if self._indent is None:
+            self._indent = _code_indent(line)
+        line = self._dedent(line)
         self._lines.append(line)
         self.text += line
+
+    def _dedent(self, line):
+        if self._indent and line.startswith(self._indent):
+            return line[len(self._indent):]
+        return line
 
     def take_ready(self):
         """Returns (source, first_lineno) of the longest runnable prefix, or None.
@@ -144,7 +153,7 @@ class StatementSplitter:
             if seen_code and _starts_statement(line, True):
                 candidates.append(i)
             seen_code = seen_code or _is_code(line)
-        if seen_code and _starts_statement(self._partial, False):
+        if seen_code and _starts_statement(self._dedent(self._partial), False):
             candidates.append(len(lines))
         invalid_at = None
         for i in reversed(candidates):
@@ -168,7 +177,5 @@ class StatementSplitter:
         """Everything not yet handed out, as (source, first_lineno)."""
         if self._partial:
             line, self._partial = self._partial, ""
-            if not is_fence(line):
-                self._lines.append(line)
-                self.text += line
+            self._add(line)
         return self._cut(len(self._lines))

@@ -3,6 +3,10 @@
 
 Every line the REPL writes is checked as it arrives: ASCII, JSON, "v":1, a
 string "type", strictly increasing "seq". Tests wait on frames, never on sleeps.
+
+The docker target holds no container flags of its own: it runs the image with
+the flags in REPLCAST_TEST_DOCKER_FLAGS (a JSON list), which
+test/sandbox-image.test.ts derives from the API's containerConfig().
 """
 
 import base64
@@ -13,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import textwrap
 import threading
 import time
 import unittest
@@ -20,22 +25,26 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_TIMEOUT_S = float(os.environ.get("REPLCAST_TEST_TIMEOUT_S", "60"))
 SANDBOX_IMAGE = os.environ.get("SANDBOX_IMAGE", "replcast-sandbox:latest")
+DOCKER_FLAGS_VAR = "REPLCAST_TEST_DOCKER_FLAGS"
 
-# DESIGN.md §6 baseline, as the API starts every sandbox.
-DOCKER_BASELINE_FLAGS = [
-    "--network", "none",
-    "--read-only",
-    "--tmpfs", "/workspace:rw,size=64m,uid=1000,gid=1000,mode=0700",
-    "--tmpfs", "/tmp:rw,size=64m,mode=1777",
-    "--cap-drop", "ALL",
-    "--security-opt", "no-new-privileges",
-    "--pids-limit", "128",
-    "--memory", "512m", "--memory-swap", "512m",
-    "--cpus", "1",
-    "--ulimit", "nofile=1024:1024",
-    "--init",
-    "--user", "1000:1000",
-]
+
+def _docker_flags():
+    """The `docker run` flags the API's container config maps to, or None when not given."""
+    raw = os.environ.get(DOCKER_FLAGS_VAR)
+    if not raw:
+        return None
+    flags = json.loads(raw)
+    if not isinstance(flags, list) or not all(isinstance(f, str) for f in flags):
+        raise ValueError("%s must be a JSON list of strings" % DOCKER_FLAGS_VAR)
+    return flags
+
+
+DOCKER_FLAGS = _docker_flags()
+
+
+def flag_values(flags, name):
+    """Every value given to `name` in a docker run argument list (`--env K=V` -> ["K=V", ...])."""
+    return [flags[i + 1] for i, flag in enumerate(flags[:-1]) if flag == name]
 
 
 class ProtocolViolation(AssertionError):
@@ -49,8 +58,10 @@ def _package_env():
     if os.path.isdir(os.path.join(parent, "replcast_repl")):
         env["PYTHONPATH"] = parent + os.pathsep + env.get("PYTHONPATH", "")
     env.setdefault("PYTHONUNBUFFERED", "1")
-    env.pop("REPLCAST_MAX_STREAM_BYTES", None)
-    env.pop("REPLCAST_MAX_IMAGE_BYTES", None)
+    # The host's limits (set when this suite runs in a container started like a sandbox) are
+    # not passed on: pipe REPLs run with their standalone fallbacks unless a test sets them.
+    for name in [n for n in env if n.startswith("REPLCAST_MAX_")]:
+        del env[name]
     return env
 
 
@@ -59,7 +70,7 @@ class Repl:
 
     _ids = itertools.count(1)
 
-    def __init__(self, target="pipe", env=None, extra_docker_args=()):
+    def __init__(self, target="pipe", env=None):
         self.target = target
         self.frames = []          # (monotonic time, frame)
         self.violations = []
@@ -77,10 +88,12 @@ class Repl:
             self.workspace = self._workspace
         elif target == "docker":
             penv = None
-            argv = ["docker", "run", "-i", "--rm", "--log-driver", "none", *DOCKER_BASELINE_FLAGS]
+            if DOCKER_FLAGS is None:
+                raise RuntimeError("%s is not set" % DOCKER_FLAGS_VAR)
+            argv = ["docker", "run", "--rm", *DOCKER_FLAGS]
             for key, value in (env or {}).items():
-                argv += ["-e", "%s=%s" % (key, value)]
-            argv += [*extra_docker_args, SANDBOX_IMAGE]
+                argv += ["--env", "%s=%s" % (key, value)]
+            argv.append(SANDBOX_IMAGE)
             cwd = None
             self.workspace = "/workspace"
         else:
@@ -214,6 +227,11 @@ class Repl:
 
 
 # -- helpers for assertions -----------------------------------------------------
+
+def dedent(code):
+    """A test's triple-quoted cell, without its indentation and outer blank lines."""
+    return textwrap.dedent(code).strip("\n") + "\n"
+
 
 def stream_text(frames, name=None):
     return "".join(f["text"] for f in frames if f["type"] == "stream" and (name is None or f["name"] == name))

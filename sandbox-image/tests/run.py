@@ -15,7 +15,10 @@ import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SUITES = {"pipe": ["test_repl"], "docker": ["test_docker"]}
+SUITES = {
+    "pipe": ["test_semantics", "test_output", "test_interrupt_streams", "test_helpers_files"],
+    "docker": ["test_docker"],
+}
 
 
 class JsonLinesResult(unittest.TestResult):

@@ -34,8 +34,6 @@ export const DEFAULT_SUB_CALL_BUDGET: SubCallBudget = { max_calls: 50, max_concu
 export const SUB_CALL_CEILINGS: SubCallBudget = { max_calls: 1000, max_concurrency: 16, timeout_s: 600, max_tokens: 5_000_000 }
 /** Completion tokens asked for one sub-call (lowered to what the token budget has left). */
 export const SUB_CALL_MAX_TOKENS = 4096
-/** Largest single prompt accepted from sandbox code, in characters. */
-export const MAX_SUB_PROMPT_CHARS = 1_000_000
 
 /** History: entries kept per session in Redis, and how many recent ones go into a prompt by default. */
 export const HISTORY_KEEP = 200

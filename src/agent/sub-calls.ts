@@ -3,11 +3,11 @@
 // answers with llm_response. A refused or failed call answers {error}, which the sandbox
 // raises as LLMError with this message.
 import type { Logger } from 'pino'
-import type { LlmRequestFrame } from '../repl/protocol.js'
+import { MAX_PROMPT_CHARS, type LlmRequestFrame } from '../repl/protocol.js'
 import type { LlmReply, LlmRequestContext, LlmRequestHandler } from '../sessions/index.js'
 import { AgentError, LlmError } from './errors.js'
 import { estimateTokens, type LlmClient } from './llm-client.js'
-import { DEFAULT_SUB_CALL_BUDGET, MAX_SUB_PROMPT_CHARS, SUB_CALL_MAX_TOKENS, type SubCallBudget } from './limits.js'
+import { DEFAULT_SUB_CALL_BUDGET, SUB_CALL_MAX_TOKENS, type SubCallBudget } from './limits.js'
 
 /** The running totals of one turn's sub-calls. */
 export class SubCallAccount {
@@ -103,9 +103,8 @@ export class SubCalls implements LlmRequestHandler {
     const prompts = frame.prompts
     if (!Array.isArray(prompts) || prompts.length === 0 || !prompts.every((p) => typeof p === 'string'))
       throw new AgentError('bad_request', 'llm_request needs a non-empty list of prompt strings')
-    const tooLong = prompts.findIndex((p) => p.length > MAX_SUB_PROMPT_CHARS)
-    if (tooLong >= 0)
-      throw new AgentError('bad_request', `prompt ${tooLong} has ${prompts[tooLong]!.length} characters; the maximum is ${MAX_SUB_PROMPT_CHARS}`)
+    const tooLong = prompts.findIndex((p) => p.length > MAX_PROMPT_CHARS)
+    if (tooLong >= 0) throw new AgentError('bad_request', `prompt ${tooLong} has ${prompts[tooLong]!.length} characters; the maximum is ${MAX_PROMPT_CHARS}`)
     const acct = this.account(running)
     const model = typeof frame.model === 'string' && frame.model ? frame.model : acct.defaultModel
     if (!this.allowedModels.has(model)) throw new AgentError('model_not_allowed', `model ${JSON.stringify(model)} is not on this service's allowlist`)

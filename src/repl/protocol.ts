@@ -1,7 +1,9 @@
-// The REPL wire protocol (DESIGN.md §3, sandbox-image/README.md): NDJSON frames, v1.
+// The REPL wire protocol (sandbox-image/README.md describes every frame): NDJSON frames, v1.
 export const PROTOCOL_VERSION = 1
 /** Longest frame line accepted from a sandbox (images travel base64 in one frame). */
 export const MAX_FRAME_BYTES = 16 * 1024 * 1024
+/** Longest llm_query/llm_batch prompt accepted from sandbox code, in characters. */
+export const MAX_PROMPT_CHARS = 1_000_000
 
 export interface ReplFrame {
   v: number

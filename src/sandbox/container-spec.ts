@@ -1,5 +1,6 @@
-// The Docker create config of a sandbox: the whole security baseline, always (DESIGN.md §6).
+// The Docker create config of a sandbox: the whole security baseline, always (README.md, Security).
 import type { ContainerCreateOptions } from 'dockerode'
+import { MAX_FRAME_BYTES, MAX_PROMPT_CHARS } from '../repl/protocol.js'
 import { sandboxLabels } from './labels.js'
 
 export interface SandboxSpec {
@@ -28,8 +29,8 @@ export interface SandboxSpec {
  * runc) and the cgroup gets a host-thread budget large enough for that many tasks.
  * Under runc RLIMIT_NPROC would count uid 1000's processes across every sandbox, so it is not set.
  */
-export const RUNSC_HOST_THREADS_PER_TASK = 16
-export const RUNSC_HOST_THREADS_BASE = 256
+const RUNSC_HOST_THREADS_PER_TASK = 16
+const RUNSC_HOST_THREADS_BASE = 256
 
 export function hostPidsLimit(runtime: 'runc' | 'runsc', pids: number): number {
   return runtime === 'runsc' ? pids * RUNSC_HOST_THREADS_PER_TASK + RUNSC_HOST_THREADS_BASE : pids
@@ -42,7 +43,14 @@ export function containerName(sessionId: string): string {
 export function containerConfig(s: SandboxSpec): ContainerCreateOptions {
   const [uid = '1000', gid = uid] = s.user.split(':')
   const env = Object.entries(s.env).map(([k, v]) => `${k}=${v}`)
-  env.push(`REPLCAST_MAX_STREAM_BYTES=${s.maxStreamBytes}`, `REPLCAST_MAX_IMAGE_BYTES=${s.maxImageBytes}`)
+  // The sizes both sides of the REPL protocol must agree on have their one source here; the
+  // REPL reads them at start and reports what it uses in its `ready` frame (`limits`).
+  env.push(
+    `REPLCAST_MAX_FRAME_BYTES=${MAX_FRAME_BYTES}`,
+    `REPLCAST_MAX_PROMPT_CHARS=${MAX_PROMPT_CHARS}`,
+    `REPLCAST_MAX_STREAM_BYTES=${s.maxStreamBytes}`,
+    `REPLCAST_MAX_IMAGE_BYTES=${s.maxImageBytes}`,
+  )
   return {
     name: containerName(s.sessionId),
     Image: s.image,
@@ -71,10 +79,7 @@ export function containerConfig(s: SandboxSpec): ContainerCreateOptions {
       Memory: s.memoryMb * 1024 * 1024,
       MemorySwap: s.memoryMb * 1024 * 1024,
       NanoCpus: Math.round(s.cpus * 1e9),
-      Ulimits: [
-        { Name: 'nofile', Soft: s.nofile, Hard: s.nofile },
-        ...(s.runtime === 'runsc' ? [{ Name: 'nproc', Soft: s.pids, Hard: s.pids }] : []),
-      ],
+      Ulimits: [{ Name: 'nofile', Soft: s.nofile, Hard: s.nofile }, ...(s.runtime === 'runsc' ? [{ Name: 'nproc', Soft: s.pids, Hard: s.pids }] : [])],
       Init: true,
       IpcMode: 'private',
       // /dev/shm is a third writable tmpfs (POSIX shared memory, multiprocessing's semaphores);

@@ -1,7 +1,9 @@
-// A new session's limits: what the request asks, within the tenant's ceilings, else the defaults.
+// A new session's limits: what the request asks, within the tenant's ceilings, else the defaults;
+// and the sandbox spec they and the config make.
 import type { Config } from '../config.js'
 import { AppError } from '../errors.js'
 import type { CreateSessionBodyT, LimitsT } from '../schemas.js'
+import type { SandboxSpec } from '../sandbox/container-spec.js'
 import { checkCeilings } from '../tenants.js'
 
 /** Memory a session keeps for Python itself when its workspace and /tmp are full. */
@@ -37,4 +39,29 @@ export function resolveSessionLimits(c: Config, tenant: string, body: CreateSess
     output_bytes: req.output_bytes ?? Math.min(c.MAX_STREAM_BYTES, tl.max_output_bytes),
   }
   return { limits, idle: body.idle_timeout_s ?? Math.min(c.IDLE_TIMEOUT_S, tl.max_idle_timeout_s), maxSessions: tl.max_sessions }
+}
+
+/** What a sandbox is started with, from the config and a session's resolved limits. */
+export function sandboxSpec(
+  c: Config,
+  s: { sessionId: string; tenant: string; runtime: SandboxSpec['runtime']; limits: LimitsT; env: Record<string, string> },
+): SandboxSpec {
+  return {
+    sessionId: s.sessionId,
+    tenant: s.tenant,
+    instance: c.instanceId,
+    deployment: c.REPLCAST_DEPLOYMENT,
+    image: c.SANDBOX_IMAGE,
+    runtime: s.runtime,
+    user: c.SANDBOX_USER,
+    memoryMb: s.limits.memory_mb,
+    cpus: s.limits.cpus,
+    pids: s.limits.pids,
+    workspaceMb: s.limits.workspace_mb,
+    tmpMb: c.SANDBOX_TMP_MB,
+    nofile: c.SANDBOX_NOFILE,
+    maxStreamBytes: s.limits.output_bytes,
+    maxImageBytes: c.MAX_IMAGE_BYTES,
+    env: s.env,
+  }
 }

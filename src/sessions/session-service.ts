@@ -13,7 +13,7 @@ import type { LiveSession } from './live-session.js'
 import type { Metrics } from './metrics.js'
 import type { RecordedExecutions } from './recorded-executions.js'
 import type { SessionRegistry } from './registry.js'
-import { resolveSessionLimits } from './session-limits.js'
+import { resolveSessionLimits, sandboxSpec } from './session-limits.js'
 import { toSession } from './views.js'
 
 export interface SessionServiceDeps {
@@ -63,24 +63,7 @@ export class SessionService {
     const t0 = performance.now()
     let handle: SandboxHandle | null = null
     try {
-      handle = await driver.create({
-        sessionId: rec.id,
-        tenant,
-        instance: c.instanceId,
-        deployment: c.REPLCAST_DEPLOYMENT,
-        image: c.SANDBOX_IMAGE,
-        runtime,
-        user: c.SANDBOX_USER,
-        memoryMb: limits.memory_mb,
-        cpus: limits.cpus,
-        pids: limits.pids,
-        workspaceMb: limits.workspace_mb,
-        tmpMb: c.SANDBOX_TMP_MB,
-        nofile: c.SANDBOX_NOFILE,
-        maxStreamBytes: limits.output_bytes,
-        maxImageBytes: c.MAX_IMAGE_BYTES,
-        env: rec.env,
-      })
+      handle = await driver.create(sandboxSpec(c, { sessionId: rec.id, tenant, runtime, limits, env: rec.env }))
       rec.container_id = handle.containerId
       await store.updateSession(rec.id, { container_id: handle.containerId })
       const live = adoption.attach(rec, handle, false)
