@@ -38,7 +38,7 @@ const HOST: { [K in keyof HostConfig]?: Mapper<HostConfig[K]> } = {
   Init: (v) => (v ? ['--init'] : []),
   IpcMode: (v) => ['--ipc', v],
   ShmSize: (v) => ['--shm-size', String(v)],
-  LogConfig: (v) => ['--log-driver', v.Type, ...Object.entries(v.Config).flatMap(([k, val]) => ['--log-opt', `${k}=${val}`])],
+  LogConfig: (v) => ['--log-driver', v.Type, ...Object.entries(v.Config).flatMap(([k, val]) => ['--log-opt', `${k}=${String(val)}`])],
   RestartPolicy: (v) => ['--restart', v.Name ?? 'no'],
   OomScoreAdj: (v) => ['--oom-score-adj', String(v)],
 }
