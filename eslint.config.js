@@ -5,7 +5,7 @@ import tseslint from 'typescript-eslint'
 
 export default tseslint.config(
   // Build output, local state, generated test files and the Python image are not ours to lint.
-  { ignores: ['dist/', 'node_modules/', '.replcast/', '.tap/', 'test/.generated/', 'sandbox-image/'] },
+  { ignores: ['dist/', 'node_modules/', '.replcast/', '.tap/', 'test/.generated/', 'sandbox-image/', 'clients/typescript/dist/'] },
   js.configs.recommended,
   tseslint.configs.recommendedTypeChecked,
   {

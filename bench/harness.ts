@@ -27,6 +27,8 @@ export async function startBenchApp(env: Record<string, string> = {}): Promise<B
     LOG_LEVEL: 'silent',
     TENANT_MAX_SESSIONS: '1000',
     TENANT_RATE_PER_MIN: '1000000',
+    // Cold sandboxes unless a benchmark asks for the warm pool (bench/pool.ts), so figures stay comparable.
+    SANDBOX_POOL_SIZE: '0',
     ...env,
   })
   const app = await buildApp({ config, logger: pino({ level: 'silent' }) })

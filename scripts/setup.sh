@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs and starts what replcast needs on a Debian machine (Node 22, npm packages,
-# docker.io + gVisor, redis-server, the sandbox image); quick when all of it is there.
-# Usage: source scripts/setup.sh [node|deps|docker|redis|image|all]...  (sourcing exports PATH for Node 22)
+# docker.io + gVisor, redis-server, the sandbox image, Chromium for the playground's browser test);
+# quick when all of it is there.
+# Usage: source scripts/setup.sh [node|deps|docker|redis|image|browser|all]...  (sourcing exports PATH for Node 22)
 set -euo pipefail
 
 REPLCAST_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -70,13 +71,28 @@ ensure_docker() {
   say "dockerd did not come up; last lines of its log:"; tail -20 "$REPLCAST_STATE/dockerd.log" >&2; return 1
 }
 
-ensure_redis() {
+ensure_redis() { # Redis with persistence (scripts/redis.conf: append-only file, fsync every second), files under .replcast/redis
   ensure_apt redis-server
-  local port="${REDIS_PORT:-6379}"
-  redis-cli -p "$port" ping >/dev/null 2>&1 && return 0
-  say "starting redis-server on 127.0.0.1:$port"
-  redis-server --port "$port" --bind 127.0.0.1 --daemonize yes --save '' --appendonly no \
-    --dir "$REPLCAST_STATE" --logfile "$REPLCAST_STATE/redis.log" >&2
+  local port="${REDIS_PORT:-6379}" dir="$REPLCAST_STATE/redis"
+  if redis-cli -p "$port" ping >/dev/null 2>&1; then
+    # One replcast started earlier (its files in the state folder) may predate persistence: switch it on.
+    local running_dir
+    running_dir="$(redis-cli -p "$port" config get dir | sed -n 2p)"
+    if [ "$(redis-cli -p "$port" config get appendonly | sed -n 2p)" != yes ]; then
+      if [ "$running_dir" = "$REPLCAST_STATE" ] || [ "$running_dir" = "$dir" ]; then
+        say "switching on persistence (appendonly, fsync every second) in the running redis-server on port $port"
+        redis-cli -p "$port" config set appendfsync everysec >/dev/null
+        redis-cli -p "$port" config set appendonly yes >/dev/null
+      else
+        say "warning: the Redis on port $port was not started by replcast and keeps nothing on disk (appendonly no): a restart of it loses every session"
+      fi
+    fi
+    return 0
+  fi
+  say "starting redis-server on 127.0.0.1:$port (files in $dir)"
+  mkdir -p "$dir"
+  redis-server "$REPLCAST_ROOT/scripts/redis.conf" --port "$port" --bind 127.0.0.1 --daemonize yes \
+    --dir "$dir" --logfile "$REPLCAST_STATE/redis.log" --pidfile "$dir/redis.pid" >&2
   for _ in $(seq 1 60); do redis-cli -p "$port" ping >/dev/null 2>&1 && return 0; sleep 0.25; done
   say "redis-server did not come up"; return 1
 }
@@ -90,7 +106,8 @@ for what in "${@:-all}"; do
     docker) ensure_node; ensure_docker ;;
     redis) ensure_redis ;;
     image) ensure_docker; ensure_image ;;
-    all) ensure_node; ensure_deps; ensure_docker; ensure_redis; ensure_image ;;
+    browser) ensure_apt chromium ;; # test/playground.test.ts drives it with playwright-core
+    all) ensure_node; ensure_deps; ensure_docker; ensure_redis; ensure_image; ensure_apt chromium ;;
     *) say "unknown step: $what"; exit 2 ;;
   esac
 done

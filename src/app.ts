@@ -13,18 +13,25 @@ import { RedisStore } from './store/redis-store.js'
 import { EventFeed } from './store/event-feed.js'
 import { createSessionLayer } from './sessions/index.js'
 import { createMetrics } from './sessions/metrics.js'
-import { authenticate } from './http/auth.js'
-import { frameworkErrorHandler, installProblemHandling } from './http/problem-handler.js'
+import { authenticate, isAuthenticatedRoute } from './http/auth.js'
+import { clientErrorHandler, frameworkErrorHandler, installProblemHandling } from './http/problem-handler.js'
+import { installRouteProblems } from './http/route-problems.js'
 import { installValidation } from './http/validation.js'
 import { SseStreams } from './http/sse.js'
-import { redactUrl } from './http/stream-token.js'
+import { redactUrl, streamTokenSecret } from './http/stream-token.js'
 import { sessionRoutes } from './http/routes/sessions.js'
 import { executionRoutes } from './http/routes/executions.js'
+import { oneShotRoutes } from './http/routes/one-shot.js'
+import { fileRoutes } from './http/routes/files.js'
 import { opsRoutes } from './http/routes/ops.js'
 import { messageRoutes } from './http/routes/messages.js'
+import { mcpRoutes } from './http/routes/mcp.js'
+import { playgroundRoutes } from './http/routes/playground.js'
 import { allowedModels, LlmService } from './agent/llm-service.js'
 import { OpenAiLlmClient } from './agent/llm-client.js'
 import { SubCalls } from './agent/sub-calls.js'
+import { LlmBudget } from './agent/llm-budget.js'
+import { redisKeys } from './store/keys.js'
 import * as agentSchemas from './agent/schemas.js'
 
 export interface AppOptions {
@@ -34,6 +41,8 @@ export interface AppOptions {
   driver?: DockerSandboxDriver
   /** false: no background work on ready (no adoption, reaper, event feed), e.g. to render openapi.yaml. */
   background?: boolean
+  /** The clock of time windows (tenants' LLM budgets); tests pin it so a window does not end mid-test. */
+  now?: () => number
 }
 
 const API_VERSION = '0.1.0'
@@ -57,18 +66,23 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   ] as const) {
     conn.on('error', (err: Error) => log.warn({ err: { message: err.message }, connection: name }, 'redis connection error'))
   }
-  const store = new RedisStore(redis, config.REPLCAST_KEY_PREFIX, { eventMaxLen: config.EVENT_LOG_MAXLEN, eventTtlS: config.EVENT_LOG_TTL_S })
+  const store = new RedisStore(redis, config.REPLCAST_KEY_PREFIX, {
+    eventMaxLen: config.EVENT_LOG_MAXLEN,
+    eventTtlS: config.EVENT_LOG_TTL_S,
+    eventBytesLimit: (tenant) => config.tenantLimits.for(tenant).max_event_bytes,
+  })
   const feed = new EventFeed(store, blocking, log.child({ component: 'event-feed' }))
-  const driver = opts.driver ?? new DockerSandboxDriver(config.DOCKER_HOST, log.child({ component: 'docker' }))
+  const driver = opts.driver ?? new DockerSandboxDriver(config.DOCKER_HOST, log.child({ component: 'docker' }), config.DOCKER_TIMEOUT_MS)
   const metrics = createMetrics()
   // The agent's parts the sessions layer needs (answers to sandbox llm_query calls) come first;
   // the agent's turns, which run code through the sessions layer, come after it.
   const llmClient = config.OPENAI_BASE_URL ? new OpenAiLlmClient(config.OPENAI_BASE_URL, config.OPENAI_API_KEY, log.child({ component: 'openai' })) : null
   const models = allowedModels(config)
-  const subCalls = new SubCalls(llmClient, models, config.REPLCAST_MODEL, log.child({ component: 'llm-subcalls' }))
+  const budget = new LlmBudget(redis, redisKeys(config.REPLCAST_KEY_PREFIX), config.tenantLimits, log.child({ component: 'llm-budget' }), opts.now)
+  const subCalls = new SubCalls(llmClient, models, config.REPLCAST_MODEL, log.child({ component: 'llm-subcalls' }), budget)
   const layer = createSessionLayer({ config, store, feed, driver, log: log.child({ component: 'sessions' }), metrics, llmRequests: subCalls })
   const { sessions, executions } = layer
-  const llm = new LlmService({ config, executions, store, log: log.child({ component: 'agent' }), llm: llmClient, subCalls, allowedModels: models })
+  const llm = new LlmService({ config, executions, store, log: log.child({ component: 'agent' }), llm: llmClient, subCalls, budget, allowedModels: models })
   const streams = new SseStreams()
 
   const app: FastifyInstance = Fastify({
@@ -76,8 +90,10 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     bodyLimit: config.BODY_LIMIT_BYTES,
     genReqId: () => `req_${randomUUID()}`,
     frameworkErrors: frameworkErrorHandler,
+    clientErrorHandler,
   })
   installProblemHandling(app)
+  installRouteProblems(app)
   await app.register(fastifySwagger, {
     openapi: {
       openapi: '3.1.0',
@@ -93,8 +109,10 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       tags: [
         { name: 'sessions', description: 'Sessions: one sandbox and Python REPL each' },
         { name: 'executions', description: 'Running code and reading its output' },
+        { name: 'files', description: "Files in a session's /workspace, streamed both ways" },
         { name: 'messages', description: 'LLM turns: a model writes the code, the session runs it as it streams' },
         { name: 'operations', description: 'Health, readiness, metrics' },
+        { name: 'playground', description: 'A page to try the API in a browser' },
       ],
     },
     refResolver: { buildLocalReference: (json, _base, _fragment, i) => String((json as { $id?: string }).$id ?? `def-${i}`) },
@@ -106,6 +124,10 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     schemas.Session,
     schemas.SessionList,
     schemas.ExecuteBody,
+    schemas.OneShotBody,
+    schemas.TemplateList,
+    schemas.FileEntry,
+    schemas.FileList,
     schemas.DoneStatus,
     schemas.ExecutionStatus,
     schemas.EventType,
@@ -121,15 +143,19 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   const auth = authenticate(config, store)
   // Decided on the matched route, never on the raw URL (absolute-form or percent-encoded paths).
   app.addHook('onRequest', async (req) => {
-    if (req.routeOptions.url?.startsWith('/v1/')) await auth(req)
+    if (isAuthenticatedRoute(req.routeOptions.url)) await auth(req)
   })
   app.addHook('onResponse', async (req, reply) => {
     metrics.httpSeconds.observe({ method: req.method, route: req.routeOptions.url ?? 'unknown', status: String(reply.statusCode) }, reply.elapsedTime / 1000)
   })
 
   await app.register(sessionRoutes, { sessions, executions })
-  await app.register(executionRoutes, { executions, streams, secret: () => store.sharedSecret() })
+  await app.register(executionRoutes, { executions, streams, secret: streamTokenSecret(store) })
+  await app.register(fileRoutes, { files: layer.files, maxDrainBytes: config.MAX_FILE_BYTES })
+  await app.register(oneShotRoutes, { oneShots: layer.oneShots, executions, streams, templates: layer.templates })
   await app.register(messageRoutes, { executions, streams, llm })
+  await app.register(mcpRoutes, { sessions, executions, version: API_VERSION })
+  await app.register(playgroundRoutes)
   await app.register(opsRoutes, { redis, driver, metrics, openapiYaml: () => app.swagger({ yaml: true }) })
 
   if (opts.background !== false) {
@@ -142,7 +168,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     await streams.closeAll()
   })
   app.addHook('onClose', async () => {
-    layer.close()
+    await layer.close()
     await feed.stop()
     blocking.disconnect()
     if (!opts.redis) await redis.quit().catch(() => undefined)

@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs'
 import { createHash } from 'node:crypto'
 import { hostname } from 'node:os'
 import { parseTenantLimits, TenantLimitsError, type TenantPolicy } from './tenants.js'
+import { parseTemplates, TemplatesError } from './templates.js'
 
 const Int = (def: number, min: number, max: number, description: string) => Type.Integer({ default: def, minimum: min, maximum: max, description })
 const Num = (def: number, min: number, max: number, description: string) => Type.Number({ default: def, minimum: min, maximum: max, description })
@@ -44,6 +45,8 @@ export const ConfigSchema = Type.Object({
   SANDBOX_TMP_MB: Int(64, 1, 1 << 20, 'Size of the /tmp tmpfs'),
   SANDBOX_NOFILE: Int(1024, 64, 1 << 20, 'Open-file limit in the sandbox'),
   SANDBOX_START_TIMEOUT_MS: Int(30000, 1000, 600000, 'How long a new sandbox may take to say ready'),
+  SANDBOX_TEMPLATES: Str('', 'More images a session may start from: name=image pairs, comma-separated (the template "default" is SANDBOX_IMAGE)'),
+  SANDBOX_POOL_SIZE: Int(4, 0, 256, 'Started sandboxes each API instance keeps ready for sessions with the default template, runtime and limits (0: none)'),
   SANDBOX_INPUT_BUFFER_BYTES: Int(
     32 * 1024 * 1024,
     1024,
@@ -63,6 +66,12 @@ export const ConfigSchema = Type.Object({
     "Share of the Docker host's memory that its sandboxes' memory limits may add up to; past it new sessions answer 503 capacity",
   ),
   DOCKER_TIMEOUT_MS: Int(30000, 100, 600000, 'Timeout of one Docker engine call (create, start, inspect, kill, remove, list)'),
+  REDIS_RETRY_MS: Int(
+    30000,
+    100,
+    3600000,
+    'How long the end of an execution is retried while Redis fails; past it the session is let go and finished from Redis and its container once Redis is back',
+  ),
   MAX_MEMORY_MB: Int(2048, 32, 1 << 20, "Ceiling for a session's memory_mb"),
   MAX_CPUS: Num(2, 0.05, 256, "Ceiling for a session's cpus"),
   MAX_PIDS: Int(512, 8, 1 << 20, "Ceiling for a session's pids"),
@@ -75,6 +84,7 @@ export const ConfigSchema = Type.Object({
   EXEC_QUEUE_DEPTH: Int(8, 0, 1000, 'Executions that may wait behind the running one in a session'),
   MAX_STREAM_BYTES: Int(1_000_000, 1024, 1 << 30, 'Output bytes streamed per execution before dropping'),
   MAX_IMAGE_BYTES: Int(5_000_000, 1024, 1 << 30, 'Bytes per image before dropping'),
+  MAX_FILE_BYTES: Int(1 << 30, 1, 2 ** 40, "Largest file one PUT .../files/{path} may upload (the session's workspace_mb bounds it too)"),
   INTERRUPT_GRACE_MS: Int(2000, 50, 600000, 'How long an interrupt may take before the sandbox is killed'),
   EVENT_LOG_MAXLEN: Int(10000, 100, 10_000_000, 'Events kept per execution'),
   EVENT_LOG_TTL_S: Int(3600, 10, 30 * 86400, "How long an ended execution's events are kept"),
@@ -107,6 +117,8 @@ export type Config = Readonly<Static<typeof ConfigSchema>> & {
   readonly apiKeys: ReadonlyMap<string, string>
   readonly instanceId: string
   readonly tenantLimits: TenantPolicy
+  /** Template name → image ("default" is SANDBOX_IMAGE). */
+  readonly templates: ReadonlyMap<string, string>
 }
 
 export class ConfigError extends Error {}
@@ -140,7 +152,14 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     if (err instanceof TenantLimitsError) throw new ConfigError(err.message)
     throw err
   }
-  return Object.freeze({ ...parsed, apiKeys, instanceId, tenantLimits })
+  let templates: ReadonlyMap<string, string>
+  try {
+    templates = parseTemplates(parsed.SANDBOX_TEMPLATES, parsed.SANDBOX_IMAGE)
+  } catch (err) {
+    if (err instanceof TemplatesError) throw new ConfigError(err.message)
+    throw err
+  }
+  return Object.freeze({ ...parsed, apiKeys, instanceId, tenantLimits, templates })
 }
 
 /** sha256(key) → tenant. Only hashes are kept; keys never appear in errors or logs. */

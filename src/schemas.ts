@@ -9,8 +9,8 @@ export function ref<T extends TSchema & { $id?: string }>(schema: T) {
 
 const Id = (prefix: string, description: string) => Type.String({ pattern: `^${prefix}_[A-Za-z0-9]{20}$`, description })
 
-const SessionId = Id('ses', 'Session id')
-const ExecutionId = Id('exe', 'Execution id')
+export const SessionId = Id('ses', 'Session id')
+export const ExecutionId = Id('exe', 'Execution id')
 
 export const Runtime = Type.Union([Type.Literal('runc'), Type.Literal('runsc')], {
   $id: 'Runtime',
@@ -30,7 +30,10 @@ export const Limits = Type.Object(
 
 const LimitsRequest = Type.Partial(Limits, { additionalProperties: false })
 
+// propertyNames repeats the key pattern: @fastify/swagger turns patternProperties into
+// additionalProperties, so without it openapi.yaml would accept any key.
 const Metadata = Type.Record(Type.String({ pattern: '^.{1,64}$' }), Type.String({ maxLength: 1024 }), {
+  propertyNames: { pattern: '^.{1,64}$' },
   maxProperties: 32,
   additionalProperties: false,
   description: 'Free-form string labels kept with the session',
@@ -38,6 +41,9 @@ const Metadata = Type.Record(Type.String({ pattern: '^.{1,64}$' }), Type.String(
 
 /** Environment names a session may set: not PATH/HOME, nor PYTHON*, LD_*, MPL*, REPLCAST_* (they steer the REPL itself). */
 const ENV_NAME = '^(?!(PATH|HOME)$)(?!PYTHON|LD_|MPL|REPLCAST_)[A-Za-z_][A-Za-z0-9_]{0,127}$'
+
+/** A template name; whether it exists is the service's to say (400 unknown_template, not a schema error). */
+const TemplateName = Type.String({ minLength: 1, maxLength: 64, description: 'Sandbox template (GET /v1/templates lists them); default "default"' })
 
 const SessionStatus = Type.Union([Type.Literal('starting'), Type.Literal('ready'), Type.Literal('busy'), Type.Literal('dead')])
 
@@ -48,12 +54,14 @@ export const CreateSessionBody = Type.Object(
     limits: Type.Optional(LimitsRequest),
     env: Type.Optional(
       Type.Record(Type.String({ pattern: ENV_NAME }), Type.String({ maxLength: 4096 }), {
+        propertyNames: { pattern: ENV_NAME },
         maxProperties: 64,
         additionalProperties: false,
         description: 'Environment variables for the REPL process (names that steer Python, the loader or replcast itself, and PATH/HOME, are refused)',
       }),
     ),
     metadata: Type.Optional(Metadata),
+    template: Type.Optional(TemplateName),
   },
   { $id: 'CreateSessionRequest', additionalProperties: false },
 )
@@ -70,6 +78,7 @@ export const Session = Type.Object(
     limits: ref(Limits),
     metadata: Metadata,
     execution_count: Type.Integer({ description: 'Executions run so far' }),
+    template: Type.String({ description: 'The sandbox template it was started from' }),
   },
   { $id: 'Session', additionalProperties: false },
 )
@@ -86,8 +95,57 @@ export const ExecuteBody = Type.Object(
   {
     code: Type.String({ maxLength: 1_000_000, description: 'Python source, run like a notebook cell' }),
     timeout_s: Type.Optional(Type.Number({ exclusiveMinimum: 0, description: 'Wall-clock limit; on expiry the code is interrupted, then the sandbox killed' })),
+    language: Type.Optional(
+      Type.Union([Type.Literal('python'), Type.Literal('bash')], {
+        description:
+          "python (default): a cell in the session's namespace. bash: a bash script run as a child process in /workspace; its done event carries exit_code, and the Python namespace is untouched",
+      }),
+    ),
   },
   { $id: 'ExecuteRequest', additionalProperties: false },
+)
+
+const BASE64 = '^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$'
+
+/** POST /v1/execute: code in a fresh sandbox, destroyed after it ends (ExecuteRequest plus the sandbox's shape and input files). */
+export const OneShotBody = Type.Object(
+  {
+    code: ExecuteBody.properties.code,
+    timeout_s: ExecuteBody.properties.timeout_s,
+    language: ExecuteBody.properties.language,
+    files: Type.Optional(
+      Type.Array(
+        Type.Object(
+          {
+            path: Type.String({ minLength: 1, maxLength: 4096, description: 'Relative to /workspace; parent folders are created' }),
+            content_base64: Type.String({ pattern: BASE64, description: "The file's bytes, base64" }),
+          },
+          { additionalProperties: false },
+        ),
+        { maxItems: 1000, description: 'Files written into /workspace before the code runs' },
+      ),
+    ),
+    runtime: Type.Optional(ref(Runtime)),
+    limits: Type.Optional(LimitsRequest),
+    template: Type.Optional(TemplateName),
+  },
+  { $id: 'OneShotRequest', additionalProperties: false },
+)
+
+export const TemplateList = Type.Object(
+  {
+    templates: Type.Array(
+      Type.Object(
+        {
+          name: Type.String(),
+          image: Type.String({ description: 'The Docker image its sandboxes run' }),
+          default: Type.Boolean({ description: 'The template of a request that names none' }),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+  },
+  { $id: 'TemplateList', additionalProperties: false },
 )
 
 const L = Type.Literal
@@ -130,6 +188,11 @@ export const Event = Type.Object(
       Type.Integer({ minimum: 1, description: 'LLM turns: the model step (agent mode) or attempt (stream mode self-correction) the event belongs to' }),
     ),
     duration_ms: Type.Optional(Type.Number()),
+    exit_code: Type.Optional(
+      Type.Union([Type.Integer(), Type.Null()], {
+        description: "done of a bash execution: the script's exit status (128 + N when signal N ended it); null when the sandbox died first",
+      }),
+    ),
   },
   { $id: 'Event', description: "One event; fields present depend on type (see the README's event table)" },
 )
@@ -160,8 +223,28 @@ export const Problem = Type.Object(
   { $id: 'Problem', additionalProperties: true },
 )
 
+/** One file or folder of a session's /workspace. */
+export const FileEntry = Type.Object(
+  {
+    path: Type.String({ description: 'Relative to /workspace (data/blob.bin); where it really is when reached through a symbolic link' }),
+    type: Type.Union([Type.Literal('file'), Type.Literal('dir')]),
+    size: Type.Integer({ minimum: 0, description: 'Bytes; 0 for a folder' }),
+    modified_at: Type.String({ format: 'date-time' }),
+  },
+  { $id: 'FileEntry', additionalProperties: false },
+)
+
+export const FileList = Type.Object(
+  {
+    files: Type.Array(ref(FileEntry), { description: 'Sorted by path; symbolic links and special files are not listed' }),
+    truncated: Type.Boolean({ description: 'True when the folder held more than the 10,000 entries listed' }),
+  },
+  { $id: 'FileList', additionalProperties: false },
+)
+
 export type SessionT = Static<typeof Session>
 export type LimitsT = Static<typeof Limits>
 export type CreateSessionBodyT = Static<typeof CreateSessionBody>
+export type OneShotBodyT = Static<typeof OneShotBody>
 export type ExecutionT = Static<typeof Execution>
 export type DoneStatusT = Static<typeof DoneStatus>

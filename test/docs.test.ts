@@ -27,6 +27,11 @@ t.test('docker-compose.yml: API with the Docker socket, sandbox image without it
     'the API reaches Docker',
   )
   t.notOk(JSON.stringify(compose.services['sandbox-image']).includes('docker.sock'), 'the sandbox image never gets the socket')
-  t.match(compose.services.redis.command.join(' '), /--appendonly yes/)
+  // Persistence as `npm start` runs it: the same scripts/redis.conf, mounted and named on the command line.
+  const conf = compose.services.redis.volumes.find((v: string) => v.startsWith('./scripts/redis.conf:'))?.split(':')[1]
+  t.ok(conf && compose.services.redis.command.includes(conf), 'Redis runs with scripts/redis.conf')
+  const redisConf = await readFile(new URL('scripts/redis.conf', root), 'utf8')
+  t.match(redisConf, /^appendonly yes$/m)
+  t.match(redisConf, /^appendfsync everysec$/m)
   t.equal(compose.services.api.environment.SANDBOX_IMAGE, compose.services['sandbox-image'].image)
 })

@@ -28,9 +28,10 @@ _COMPILE_FLAGS = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
 
 
 class ExecuteJob:
-    def __init__(self, exec_id, code, display_last, max_stream, max_image):
+    def __init__(self, exec_id, code, display_last, max_stream, max_image, language="python"):
         self.exec_id = exec_id
         self.code = code
+        self.language = language  # python, or bash (a child process; see shell.py)
         self.display_last = display_last
         self.max_stream = max_stream
         self.max_image = max_image
@@ -71,6 +72,7 @@ class Executor:
         self._state_lock = threading.Lock()
         self._waiting_job = None     # StreamJob waiting for chunks
         self._loop = None
+        self.shell = None            # shell.Shell, set by the server: runs bash executions
         display._Display.show_figures = self._show_figures
 
     # -- called from the reader thread -----------------------------------------
@@ -109,12 +111,16 @@ class Executor:
             self.current = ctx
         self.channel.send("status", exec_id=ctx.exec_id, state="running")
         self.capture.begin(ctx.exec_id, ctx.max_stream)
+        exit_code = None
         try:
             if isinstance(job, StreamJob):
                 status = self._run_stream(ctx, job)
+            elif job.language == "bash":
+                status, exit_code = self._run_bash(ctx, job.code)
             else:
                 status = self._run_cell(ctx, dedent_cell(job.code), job.display_last, "<cell-%d>" % ctx.count)
-            status = self._post_execute(ctx, status)
+            if job.language != "bash":  # bash leaves Python's figures and `answer` alone
+                status = self._post_execute(ctx, status)
         except KeyboardInterrupt:
             # Landed in REPL code between gate transitions; still the user's interrupt.
             status = "interrupted"
@@ -127,7 +133,7 @@ class Executor:
             self.gate.enabled = False
         if isinstance(job, StreamJob):
             job.finished = True
-        self._finish(ctx, status)
+        self._finish(ctx, status, exit_code)
 
     def _post_execute(self, ctx, status):
         """Figures left open become display frames; `answer` may produce a final."""
@@ -152,7 +158,7 @@ class Executor:
                 log("answer could not be read: %r" % exc)
         return status
 
-    def _finish(self, ctx, status):
+    def _finish(self, ctx, status, exit_code=None):
         self._repair()
         self.capture.flush_user_buffers()
         stream_dropped = self.capture.end() + ctx.text_dropped
@@ -164,8 +170,9 @@ class Executor:
         if ctx.image_dropped:
             self.channel.send("limit", exec_id=ctx.exec_id, what="image_bytes", dropped_bytes=ctx.image_dropped)
         duration_ms = int(round((time.monotonic() - ctx.started) * 1000))
+        extra = {} if exit_code is None else {"exit_code": exit_code}
         self.channel.send("done", exec_id=ctx.exec_id, status=status,
-                          execution_count=ctx.count, duration_ms=duration_ms)
+                          execution_count=ctx.count, duration_ms=duration_ms, **extra)
 
     def _repair(self):
         """Undoes what user code may have broken: fds, sys streams, SIGINT handler."""
@@ -238,6 +245,14 @@ class Executor:
             self._loop = asyncio.new_event_loop()
         asyncio.set_event_loop(self._loop)
         return self._loop
+
+    def _run_bash(self, ctx, code):
+        """A bash execution: (status, exit_code); 127 when bash itself cannot start."""
+        try:
+            return self.shell.run(code)
+        except OSError as exc:
+            self._report(ctx, exc)
+            return "error", 127
 
     # -- streamed execution --------------------------------------------------------
 

@@ -21,6 +21,7 @@ from .helpers import Helpers, install
 from .interrupt import InterruptGate
 from .limits import Limits
 from .protocol import Channel, log, parse_frame
+from .shell import Shell
 
 CONTROL_TYPES = frozenset(("set_var", "file_put", "file_get", "file_list"))
 
@@ -63,6 +64,7 @@ class Server:
         install(self.ns, self.helpers, self.executor)
         self.executor.on_interrupt = self.helpers.interrupt_wait
         self.workspace = Workspace(os.environ.get("REPLCAST_WORKSPACE") or os.getcwd(), self.limits.file_chunk_bytes)
+        self.executor.shell = Shell(self.gate, self.workspace.root)
         self.control = queue.SimpleQueue()
         self.streams = {}           # exec_id -> StreamJob
         self._stdin_closed = False
@@ -160,8 +162,11 @@ class Server:
         code = frame.get("code")
         if not isinstance(code, str):
             raise ReplyError("bad_request", "execute needs a string 'code'")
+        language = frame.get("language") or "python"
+        if language not in ("python", "bash"):
+            raise ReplyError("bad_request", "language must be python or bash")
         max_stream, max_image = self._caps(frame)
-        self.executor.jobs.put(ExecuteJob(frame["id"], code, self._display_last(frame), max_stream, max_image))
+        self.executor.jobs.put(ExecuteJob(frame["id"], code, self._display_last(frame), max_stream, max_image, language))
 
     def _on_exec_stream_begin(self, frame):
         max_stream, max_image = self._caps(frame)

@@ -7,6 +7,7 @@ export type AgentErrorCode =
   | 'llm_aborted'
   | 'llm_protocol'
   | 'llm_connection'
+  | 'llm_budget'
   | 'llm_not_configured'
   | 'model_not_allowed'
   | 'budget_exhausted'
@@ -29,10 +30,22 @@ export class AgentError extends Error {
 export class LlmError extends AgentError {
   constructor(
     message: string,
-    readonly kind: 'http' | 'timeout' | 'aborted' | 'protocol' | 'connection',
+    readonly kind: 'http' | 'timeout' | 'aborted' | 'protocol' | 'connection' | 'budget',
     options?: { cause?: unknown },
   ) {
     super(`llm_${kind}`, message, options)
     this.name = 'LlmError'
+  }
+}
+
+/** The tenant's LLM budget (calls or tokens, per minute or per day) is spent; `retryAfterS` is when its window ends. */
+export class LlmBudgetError extends LlmError {
+  constructor(
+    message: string,
+    readonly what: 'llm_calls' | 'llm_tokens',
+    readonly retryAfterS: number,
+  ) {
+    super(message, 'budget')
+    this.name = 'LlmBudgetError'
   }
 }

@@ -17,6 +17,8 @@ export const DEFAULT_MODEL_TIMEOUT_S = 60
 export const MAX_MODEL_TIMEOUT_S = 600
 /** max_tokens asked of the model for one generated reply. */
 export const REPLY_MAX_TOKENS = 4096
+/** The least completion a reply is worth asking for: a turn whose tenant has less LLM budget left ends instead. */
+export const REPLY_MIN_TOKENS = 256
 
 /** Budgets of llm_query/llm_batch calls made by sandbox code during one turn (or one plain execution). */
 export interface SubCallBudget {

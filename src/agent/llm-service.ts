@@ -6,6 +6,8 @@ import { AppError } from '../errors.js'
 import type { DrivenLog, Executions } from '../sessions/index.js'
 import type { RedisStore } from '../store/redis-store.js'
 import { HistoryStore } from './history-store.js'
+import { LlmBudgetError } from './errors.js'
+import type { LlmBudget } from './llm-budget.js'
 import type { LlmClient } from './llm-client.js'
 import {
   DEFAULT_HISTORY_LENGTH,
@@ -29,6 +31,8 @@ export interface LlmServiceDeps {
   /** The model client; null when no endpoint is configured (turns then answer llm_not_configured). */
   llm: LlmClient | null
   subCalls: SubCalls
+  /** The tenants' LLM budgets: a turn is refused (429) when its tenant has nothing left. */
+  budget: LlmBudget
   /** Models a request may name. */
   allowedModels: ReadonlySet<string>
 }
@@ -60,8 +64,8 @@ export class LlmService {
 
   /**
    * Starts a turn and returns its execution id once its first event is logged.
-   * Throws AppError: llm_not_configured, model_not_allowed, limit_exceeded, validation_failed,
-   * session_not_found, session_dead, queue_full.
+   * Throws AppError: llm_not_configured, model_not_allowed, limit_exceeded,
+   * session_not_found, session_dead, queue_full, llm_budget_exhausted.
    */
   async startTurn(tenant: string, sid: string, body: MessageRequestT): Promise<string> {
     const { config, executions, allowedModels: allowed } = this.deps
@@ -84,12 +88,13 @@ export class LlmService {
         extra: { limit: 'timeout_s', maximum: config.MAX_EXEC_TIMEOUT_S },
       })
     const mode = body.mode ?? 'stream'
-    const context = body.context
-    if (context !== undefined) {
-      if (mode !== 'agent') throw new AppError('validation_failed', 'context is only used in agent mode (mode: "agent")')
-      if (context === null || (typeof context !== 'string' && typeof context !== 'object'))
-        throw new AppError('validation_failed', 'context must be a string, a list or an object')
-    }
+    const context = body.context // a string, list or object, in agent mode only: MessageRequest's schema checks both
+
+    // A tenant whose LLM budget is spent is told so (429) before anything is written.
+    await this.deps.budget.check(tenant).catch((err: unknown) => {
+      if (!(err instanceof LlmBudgetError)) throw err
+      throw new AppError('llm_budget_exhausted', err.message, { headers: { 'retry-after': String(err.retryAfterS) }, extra: { limit: err.what } })
+    })
 
     // The place in the session's line of turns is taken before anything is awaited, so concurrent
     // requests see each other: one turn runs at a time, the rest wait, up to TURN_QUEUE_DEPTH.
@@ -134,7 +139,7 @@ export class LlmService {
           max_tokens: b.max_tokens ?? DEFAULT_SUB_CALL_BUDGET.max_tokens,
         },
       },
-      { executions, history: this.history, llm, subCalls: this.deps.subCalls, log: this.deps.log },
+      { executions, history: this.history, llm, subCalls: this.deps.subCalls, budget: this.deps.budget, log: this.deps.log },
       turnLog,
     )
 

@@ -54,7 +54,9 @@ export const MessageRequest = Type.Object(
       }),
     ),
     context: Type.Optional(
-      Type.Unknown({ description: 'agent mode: data placed in the REPL as the variable `context` (a string, list or object; never put in the prompt)' }),
+      Type.Union([Type.String(), Type.Array(Type.Unknown()), Type.Object({})], {
+        description: 'agent mode: data placed in the REPL as the variable `context` (a string, list or object; never put in the prompt)',
+      }),
     ),
     model: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'Model name; must be REPLCAST_MODEL or on REPLCAST_MODELS' })),
     max_steps: Type.Optional(
@@ -106,7 +108,13 @@ export const MessageRequest = Type.Object(
       }),
     ),
   },
-  { $id: 'MessageRequest', additionalProperties: false },
+  {
+    $id: 'MessageRequest',
+    additionalProperties: false,
+    // In the schema, not the handler, so openapi.yaml says it too (problem-handler.ts words the error from `then`).
+    if: { required: ['context'], properties: { context: {} } },
+    then: { required: ['mode'], properties: { mode: { const: 'agent' } }, description: 'context is only used in agent mode (mode: "agent")' },
+  },
 )
 
 export const Message = Type.Object(

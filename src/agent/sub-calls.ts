@@ -1,11 +1,12 @@
 // llm_query/llm_batch from sandbox code: the REPL sends llm_request frames, the host calls
 // the model within the budget of the turn (or plain execution) the frame belongs to, and
 // answers with llm_response. A refused or failed call answers {error}, which the sandbox
-// raises as LLMError with this message.
+// raises as LLMError with this message. Every call is also charged to the tenant's LLM budget.
 import type { Logger } from 'pino'
 import { MAX_PROMPT_CHARS, type LlmRequestFrame } from '../repl/protocol.js'
-import type { LlmReply, LlmRequestContext, LlmRequestHandler } from '../sessions/index.js'
-import { AgentError, LlmError } from './errors.js'
+import type { LlmReply, LlmRequestContext, LlmRequestHandler, RunningExecution } from '../sessions/index.js'
+import { AgentError, LlmBudgetError, LlmError } from './errors.js'
+import type { BudgetRequest, LlmBudget, Reservation } from './llm-budget.js'
 import { estimateTokens, type LlmClient } from './llm-client.js'
 import { DEFAULT_SUB_CALL_BUDGET, SUB_CALL_MAX_TOKENS, type SubCallBudget } from './limits.js'
 
@@ -13,6 +14,8 @@ import { DEFAULT_SUB_CALL_BUDGET, SUB_CALL_MAX_TOKENS, type SubCallBudget } from
 export class SubCallAccount {
   calls = 0
   tokens = 0
+  /** What of the tenant's budget ran out, once noted in the log with a `limit` event. */
+  readonly limitsNoted = new Set<string>()
   private inFlight = 0
   private readonly waiting: Array<() => void> = []
 
@@ -51,6 +54,7 @@ export class SubCalls implements LlmRequestHandler {
     private readonly allowedModels: ReadonlySet<string>,
     private readonly defaultModel: string,
     private readonly log: Logger,
+    private readonly budget: LlmBudget,
   ) {}
 
   /** Routes sub-calls made by the steps of the turn whose log is `logId` to `account`. */
@@ -73,7 +77,7 @@ export class SubCalls implements LlmRequestHandler {
       ctx.reply({ error: 'llm_query/llm_batch can only be called from the running execution' })
       return
     }
-    void this.answer(frame, running).then(ctx.reply, (err: unknown) => {
+    void this.answer(frame, running, ctx.tenant).then(ctx.reply, (err: unknown) => {
       if (!(err instanceof AgentError)) this.log.warn({ err, sessionId: ctx.sessionId }, 'llm sub-call failed')
       ctx.reply({ error: err instanceof AgentError ? err.message : 'the model call failed (internal error)' })
     })
@@ -87,7 +91,7 @@ export class SubCalls implements LlmRequestHandler {
     this.plain.delete(execId)
   }
 
-  private account(running: { id: string; logId: string }): SubCallAccount {
+  private account(running: RunningExecution): SubCallAccount {
     const a = this.accounts.get(running.logId) ?? this.plain.get(running.id)?.account
     if (a) return a
     const ac = new AbortController()
@@ -98,7 +102,7 @@ export class SubCalls implements LlmRequestHandler {
   }
 
   /** Throws AgentError (budget_exhausted, bad_request, model_not_allowed, ...) or LlmError. */
-  private async answer(frame: LlmRequestFrame, running: { id: string; logId: string }): Promise<LlmReply> {
+  private async answer(frame: LlmRequestFrame, running: RunningExecution, tenant: string): Promise<LlmReply> {
     if (!this.llm) throw new AgentError('llm_not_configured', 'no LLM is configured for this service (OPENAI_BASE_URL is not set)')
     const prompts = frame.prompts
     if (!Array.isArray(prompts) || prompts.length === 0 || !prompts.every((p) => typeof p === 'string'))
@@ -119,15 +123,35 @@ export class SubCalls implements LlmRequestHandler {
     if (acct.tokens >= b.max_tokens)
       throw new AgentError('budget_exhausted', `LLM token budget exhausted: ${acct.tokens} of ${b.max_tokens} tokens used in this turn`)
     acct.calls += prompts.length
-    const texts = await Promise.all(prompts.map((p) => this.one(acct, model, p)))
+    // The tenant's budget is charged the batch's calls at once (all of it is sent or none), its tokens per prompt.
+    await this.spend(acct, running, tenant, { calls: prompts.length, minTokens: 0, maxTokens: 0 }).catch((err: unknown) => {
+      acct.calls -= prompts.length
+      throw err
+    })
+    const texts = await Promise.all(prompts.map((p) => this.one(acct, running, tenant, model, p)))
     return texts.length === 1 ? { text: texts[0]!, texts } : { texts }
   }
 
-  private async one(acct: SubCallAccount, model: string, prompt: string): Promise<string> {
+  /** Reserves from the tenant's budget; a refusal is noted once per turn or execution with a `limit` event in its log. */
+  private async spend(acct: SubCallAccount, running: RunningExecution, tenant: string, want: BudgetRequest): Promise<Reservation> {
+    try {
+      return await this.budget.reserve(tenant, want)
+    } catch (err) {
+      if (err instanceof LlmBudgetError && !acct.limitsNoted.has(err.what)) {
+        acct.limitsNoted.add(err.what)
+        running.note({ type: 'limit', what: err.what })
+      }
+      throw err
+    }
+  }
+
+  private async one(acct: SubCallAccount, running: RunningExecution, tenant: string, model: string, prompt: string): Promise<string> {
     const release = await acct.slot()
     // Tokens are reserved before the call (the prompt's estimate plus the most the reply may use),
     // so calls running side by side cannot together overshoot the budget; the real use replaces it.
     let reserved = 0
+    let spend: Reservation | null = null
+    let used: number | null = null
     try {
       const need = estimateTokens(prompt.length)
       const left = acct.budget.max_tokens - acct.tokens
@@ -136,16 +160,21 @@ export class SubCalls implements LlmRequestHandler {
           'budget_exhausted',
           `LLM token budget exhausted: this prompt needs about ${need} tokens and ${Math.max(0, left)} of ${acct.budget.max_tokens} are left in this turn`,
         )
-      const maxTokens = Math.max(1, Math.min(SUB_CALL_MAX_TOKENS, left - need))
-      reserved = need + maxTokens
+      reserved = need + Math.max(1, Math.min(SUB_CALL_MAX_TOKENS, left - need))
       acct.tokens += reserved
+      // The tenant's budget may grant less than the turn's: the completion asked for shrinks to fit.
+      spend = await this.spend(acct, running, tenant, { calls: 0, minTokens: need + 1, maxTokens: reserved })
+      acct.tokens -= reserved - spend.tokens
+      reserved = spend.tokens
+      const maxTokens = reserved - need
       const { text, usage } = await this.llm!.complete([{ role: 'user', content: prompt }], {
         model,
         signal: acct.signal,
         idleTimeoutMs: acct.budget.timeout_s * 1000,
         maxTokens,
       })
-      acct.tokens += (usage?.total_tokens ?? estimateTokens(prompt.length + text.length)) - reserved
+      used = usage?.total_tokens ?? estimateTokens(prompt.length + text.length)
+      acct.tokens += used - reserved
       reserved = 0
       return text
     } catch (err) {
@@ -153,8 +182,9 @@ export class SubCalls implements LlmRequestHandler {
         throw new LlmError(`the model did not answer within ${acct.budget.timeout_s} s (the per-call timeout)`, 'timeout', { cause: err })
       throw err
     } finally {
-      // A failed call is charged what its prompt was estimated to cost.
-      if (reserved) acct.tokens -= reserved - estimateTokens(prompt.length)
+      // A failed call is charged what its prompt was estimated to cost; one the tenant's budget refused, nothing.
+      if (reserved) acct.tokens -= spend ? reserved - estimateTokens(prompt.length) : reserved
+      void spend?.settle(used ?? estimateTokens(prompt.length))
       release()
     }
   }

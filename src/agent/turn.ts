@@ -11,11 +11,12 @@ import type { DoneStatusT } from '../schemas.js'
 import type { DrivenLog, EventPayload, Executions, StreamedRun } from '../sessions/index.js'
 import { CodeFilter } from './code-filter.js'
 import { CodeRelay } from './code-relay.js'
-import { AgentError, LlmError } from './errors.js'
-import type { ChatMessage, LlmClient } from './llm-client.js'
+import { AgentError, LlmBudgetError, LlmError } from './errors.js'
+import type { LlmBudget } from './llm-budget.js'
+import { estimateTokens, type ChatMessage, type LlmClient } from './llm-client.js'
 import type { HistoryEntry, HistoryStore } from './history-store.js'
 import { AGENT_SYSTEM_PROMPT, STREAM_SYSTEM_PROMPT, agentTaskMessage, correctionMessage, historyMessages, stepMessage, type StepOutput } from './prompts.js'
-import { REPLY_MAX_TOKENS, type SubCallBudget } from './limits.js'
+import { REPLY_MAX_TOKENS, REPLY_MIN_TOKENS, type SubCallBudget } from './limits.js'
 import { StepCollector } from './step-collector.js'
 import { SubCallAccount, type SubCalls } from './sub-calls.js'
 
@@ -45,6 +46,8 @@ export interface TurnDeps {
   history: HistoryStore
   llm: LlmClient
   subCalls: SubCalls
+  /** The tenant's LLM budget, which every model reply of the turn is charged to. */
+  budget: LlmBudget
   log: Logger
 }
 
@@ -274,10 +277,20 @@ export class Turn {
         await this.turnLog.markRunning()
         if (p.mode === 'agent' && p.context !== undefined) await run.setVariable('context', p.context, SET_VAR_TIMEOUT_MS)
       }
-      const reply = this.deps.llm.streamReply(messages, { model: p.model, signal, idleTimeoutMs: p.modelTimeoutMs, maxTokens: REPLY_MAX_TOKENS })
-      for await (const delta of reply.deltas) {
-        if (run.ended) break
-        relay.push(filter.push(delta))
+      // The reply is charged to the tenant's budget: reserved before (the prompt's estimate and the
+      // completion it may ask for, shrunk to what is left), settled with its real use after.
+      const need = estimateTokens(messages.reduce((n, m) => n + m.content.length, 0))
+      const spend = await this.deps.budget.reserve(p.tenant, { calls: 1, minTokens: need + REPLY_MIN_TOKENS, maxTokens: need + REPLY_MAX_TOKENS })
+      const reply = this.deps.llm.streamReply(messages, { model: p.model, signal, idleTimeoutMs: p.modelTimeoutMs, maxTokens: spend.tokens - need })
+      let chars = 0
+      try {
+        for await (const delta of reply.deltas) {
+          chars += delta.length
+          if (run.ended) break
+          relay.push(filter.push(delta))
+        }
+      } finally {
+        void spend.settle(reply.usage()?.total_tokens ?? need + estimateTokens(chars))
       }
       relay.push(filter.end())
       await relay.drain()
@@ -289,6 +302,10 @@ export class Turn {
             ? err
             : new LlmError(`the turn could not continue: ${err instanceof Error ? err.message : String(err)}`, 'protocol', { cause: err })
         this.deps.log.info({ sessionId: p.sid, turnId: this.id, err: llmError.message }, 'model reply failed')
+        if (err instanceof LlmBudgetError && !this.account.limitsNoted.has(err.what)) {
+          this.account.limitsNoted.add(err.what)
+          await this.appendTurn({ type: 'limit', what: err.what, step: n }).catch(() => undefined)
+        }
         await this.appendTurn({ type: 'error', ename: 'LLMError', evalue: llmError.message, traceback: [], step: n }).catch(() => undefined)
         // What the broken reply left unfinished must not run, but the complete statements before it
         // must: a line that can never compile follows it, so the REPL runs every complete statement

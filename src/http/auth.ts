@@ -5,7 +5,7 @@ import type { FastifyRequest } from 'fastify'
 import { hashApiKey, type Config } from '../config.js'
 import { AppError } from '../errors.js'
 import type { RedisStore } from '../store/redis-store.js'
-import { verifyStreamToken } from './stream-token.js'
+import { streamTokenSecret, verifyStreamToken } from './stream-token.js'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -25,17 +25,24 @@ function tenantForKey(config: Config, key: string): string | null {
 
 const EVENTS_PATH = /^\/v1\/sessions\/([^/?]+)\/executions\/([^/?]+)\/events(?:\?|$)/
 
+/** Routes that need a key (decided on the matched route's template, never on the raw URL). */
+export function isAuthenticatedRoute(routeUrl: string | undefined): boolean {
+  // /mcp: the MCP endpoint (routes/mcp.ts) takes the same keys. GET / (the playground page) is open; what it calls is not.
+  return routeUrl === '/mcp' || (routeUrl?.startsWith('/v1/') ?? false)
+}
+
 export function authenticate(config: Config, store: RedisStore) {
-  let secret: string | null = null
+  const secret = streamTokenSecret(store)
   return async (request: FastifyRequest): Promise<void> => {
     const header = request.headers.authorization ?? ''
     const m = /^Bearer\s+(\S+)\s*$/i.exec(header)
     let tenant = m?.[1] ? tenantForKey(config, m[1]) : null
-    const token = !header && request.method === 'GET' ? (request.query as { access_token?: string } | undefined)?.access_token : undefined
+    // Only one token: ?access_token=a&access_token=b arrives as an array, and is no token at all.
+    const query = request.query as { access_token?: unknown } | undefined
+    const token = !header && request.method === 'GET' && typeof query?.access_token === 'string' ? query.access_token : undefined
     const path = EVENTS_PATH.exec(request.url)
     if (token && path?.[1] && path[2]) {
-      secret ??= await store.sharedSecret()
-      tenant = verifyStreamToken(secret, token, decodeURIComponent(path[1]), decodeURIComponent(path[2]))
+      tenant = verifyStreamToken(await secret(), token, decodeURIComponent(path[1]), decodeURIComponent(path[2]))
     }
     if (!tenant)
       throw new AppError('unauthorized', m ? 'the API key is not valid' : 'send Authorization: Bearer <api key>', { headers: { 'www-authenticate': 'Bearer' } })

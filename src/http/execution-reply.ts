@@ -1,8 +1,8 @@
 // How a request that started an execution (code or an LLM turn) is answered: SSE of its events
 // when the client asked for text/event-stream, else the whole execution as JSON once it ends.
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import type { ExecutionT } from '../schemas.js'
 import type { Executions } from '../sessions/index.js'
+import { sendExecution } from './execution-json.js'
 import type { SseStreams } from './sse.js'
 
 export async function replyWithExecution(
@@ -12,14 +12,18 @@ export async function replyWithExecution(
   tenant: string,
   sid: string,
   eid: string,
-): Promise<ExecutionT | undefined> {
+  /** location: false for an execution whose session goes when it ends (a one-shot): it would name nothing. */
+  opts: { location?: boolean } = {},
+): Promise<FastifyReply | undefined> {
   req.log = req.log.child({ sessionId: sid, executionId: eid })
-  reply.header('location', `/v1/sessions/${sid}/executions/${eid}`)
+  if (opts.location !== false) reply.header('location', `/v1/sessions/${sid}/executions/${eid}`)
   if (reply.sse) {
     await deps.streams.pipe(req, reply, (onEvent, signal) => deps.executions.follow(sid, eid, '', onEvent, signal))
     return undefined
   }
-  return deps.executions.wait(tenant, sid, eid, closeSignal(reply))
+  // Streamed from Redis page by page once it has ended (never gathered in memory).
+  await deps.executions.waitForEnd(sid, eid, closeSignal(reply))
+  return sendExecution(reply, await deps.executions.read(tenant, sid, eid))
 }
 
 /** Aborts when the client's connection closes (the response's close; the request's fires after its body). */

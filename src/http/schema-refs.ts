@@ -1,26 +1,39 @@
-// Route-schema helpers: references to the shared components (so openapi.yaml names them)
-// and the problem+json error responses a route can answer with.
+// Route-schema helpers: references to the shared components (so openapi.yaml names them), path
+// parameters, and the problem+json error responses a route can answer with.
 import { Type } from 'typebox'
 import { ERRORS, type ErrorCode } from '../errors.js'
+import { ExecutionId, SessionId } from '../schemas.js'
 
 export { ref } from '../schemas.js'
 
-/** Response entries for the given error codes, grouped by HTTP status. */
+/**
+ * Response entries for the error codes a route's own work can end in (session_dead, queue_full...),
+ * grouped by HTTP status; route-problems.ts adds those that follow from the route's shape.
+ */
 export function problems(...codes: ErrorCode[]): Record<number, unknown> {
   const out: Record<number, unknown> = {}
-  for (const code of ['unauthorized', 'rate_limited', ...codes] as ErrorCode[]) {
-    const status = ERRORS[code].status
-    const prev = out[status] as { description: string } | undefined
-    out[status] = {
-      description: prev ? `${prev.description}, ${code}` : `Problem: ${code}`,
-      content: { 'application/problem+json': { schema: { $ref: 'Problem#' } } },
-    }
-  }
+  addProblems(out, codes)
   return out
 }
 
-export const SessionParams = Type.Object({ id: Type.String({ maxLength: 64, description: 'Session id' }) })
-export const ExecutionParams = Type.Object({
-  id: Type.String({ maxLength: 64, description: 'Session id' }),
-  eid: Type.String({ maxLength: 64, description: 'Execution id' }),
-})
+const PROBLEM_PREFIX = 'Problem: '
+
+/** Adds problem+json entries for `codes` to a route's responses, one per status, naming every code. */
+export function addProblems(responses: Record<number, unknown>, codes: readonly ErrorCode[]): void {
+  for (const code of codes) {
+    const status = ERRORS[code].status
+    const prev = responses[status] as { description?: string; content?: Record<string, unknown> } | undefined
+    // Errors are always problem+json: a status documented with another body would be a lie.
+    if (prev && (!prev.content?.['application/problem+json'] || !prev.description?.startsWith(PROBLEM_PREFIX)))
+      throw new Error(`status ${status} is documented with another body, but the route can answer it with problem ${code}`)
+    const listed = prev ? prev.description!.slice(PROBLEM_PREFIX.length).split(', ') : []
+    if (listed.includes(code)) continue
+    responses[status] = {
+      description: PROBLEM_PREFIX + [...listed, code].join(', '),
+      content: { 'application/problem+json': { schema: { $ref: 'Problem#' } } },
+    }
+  }
+}
+
+export const SessionParams = Type.Object({ id: SessionId })
+export const ExecutionParams = Type.Object({ id: SessionId, eid: ExecutionId })

@@ -27,7 +27,7 @@ export class SseStreams {
     try {
       if (this.shuttingDown) return
       await follow(async (e) => {
-        const { id, type, seq: _seq, ...payload } = e
+        const { id, type, seq: _seq, pos: _pos, ...payload } = e
         await untilAborted(sse.send({ id, event: type, data: { type, ...payload } }), ac.signal)
       }, ac.signal)
     } finally {

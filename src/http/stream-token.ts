@@ -11,6 +11,15 @@ interface Claims {
   exp: number
 }
 
+/**
+ * The one way to the HMAC secret, for minting and for verifying alike: read from Redis each time
+ * (created there on first use, shared by every instance), never cached, so a secret that changed
+ * in Redis (rotated, or lost with Redis's data) changes everywhere at once.
+ */
+export function streamTokenSecret(store: { sharedSecret(): Promise<string> }): () => Promise<string> {
+  return () => store.sharedSecret()
+}
+
 export function mintStreamToken(secret: string, claims: Claims): string {
   const body = Buffer.from(JSON.stringify(claims)).toString('base64url')
   return `${body}.${sign(secret, body)}`

@@ -10,7 +10,8 @@ import type { TSchema } from 'typebox'
 const addFormats = ((addFormatsModule as unknown as { default?: unknown }).default ?? addFormatsModule) as (ajv: Ajv) => Ajv
 
 export function installValidation(app: FastifyInstance, components: TSchema[]): void {
-  const base: Options = { useDefaults: true, removeAdditional: false, addUsedSchema: false, allErrors: false, strict: false }
+  // verbose: each error carries the schema that failed, for problem-handler.ts's wording.
+  const base: Options = { useDefaults: true, removeAdditional: false, addUsedSchema: false, allErrors: false, strict: false, verbose: true }
   const bodies = addFormats(new Ajv({ ...base, coerceTypes: false }))
   const strings = addFormats(new Ajv({ ...base, coerceTypes: 'array' }))
   for (const s of components) {

@@ -1,8 +1,10 @@
 // Speaks the REPL protocol over any transport: request ids with timeouts, execution frames
-// routed by exec_id, a defensive parser (bounded lines, bad frames dropped and logged), and
-// on close every pending request fails with ReplClosedError.
+// routed by exec_id, a defensive parser (bounded lines, bad frames dropped and logged, rate-limited),
+// a bound on what waits for a sandbox that stops reading, and on close every pending request fails
+// with ReplClosedError (SandboxMisbehaved when the client itself gave up on a hostile sandbox).
 import { randomUUID } from 'node:crypto'
 import type { Logger } from 'pino'
+import { LimitedLog } from './limited-log.js'
 import { LineDecoder } from './line-decoder.js'
 import { encodeFrame, MAX_FRAME_BYTES, PROTOCOL_VERSION, type LlmRequestFrame, type ReplFrame } from './protocol.js'
 import type { ReplTransport } from './transport.js'
@@ -19,6 +21,16 @@ export class ReplTimeoutError extends Error {
     this.name = 'ReplTimeoutError'
   }
 }
+/** The client ended the channel because the sandbox misbehaved (stopped reading, kept breaking the protocol). */
+export class SandboxMisbehaved extends ReplClosedError {
+  constructor(readonly reason: string) {
+    super(`the REPL channel was closed: ${reason}`)
+    this.name = 'SandboxMisbehaved'
+  }
+}
+/** The window in which SANDBOX_PROTOCOL_VIOLATIONS are counted. */
+const VIOLATION_WINDOW_MS = 10_000
+
 export class ReplRequestError extends Error {
   constructor(
     readonly code: string,
@@ -30,6 +42,15 @@ export class ReplRequestError extends Error {
 }
 
 type FrameSink = (frame: ReplFrame) => void
+
+export interface ReplClientOptions {
+  readyTimeoutMs: number
+  expectReady?: boolean
+  /** Bytes that may wait for the sandbox to read them (SANDBOX_INPUT_BUFFER_BYTES); past it the channel is ended. */
+  inputBufferBytes?: number
+  /** Protocol violations allowed within VIOLATION_WINDOW_MS (SANDBOX_PROTOCOL_VIOLATIONS); past it the channel is ended. */
+  maxViolations?: number
+}
 
 interface Pending {
   resolve: (f: ReplFrame) => void
@@ -46,29 +67,38 @@ export class ReplClient {
   private lastSeq = -1
   private closedWith: Error | null = null
   private resolveReady!: (f: ReplFrame) => void
+  private rejectReady!: (e: Error) => void
+  /** What the sandbox causes to be logged, rate-limited. */
+  private readonly sandboxLog: LimitedLog
+  private readonly inputBufferBytes: number
+  private readonly maxViolations: number
+  private violations = 0
+  private violationsSince = 0
 
   constructor(
     private readonly transport: ReplTransport,
     private readonly log: Logger,
-    opts: { readyTimeoutMs: number; expectReady?: boolean },
+    opts: ReplClientOptions,
   ) {
-    let rejectReady!: (e: Error) => void
     this.ready = new Promise<ReplFrame>((resolve, reject) => {
       this.resolveReady = resolve
-      rejectReady = reject
+      this.rejectReady = reject
     })
     this.ready.catch(() => undefined)
+    this.sandboxLog = new LimitedLog(log)
+    this.inputBufferBytes = opts.inputBufferBytes ?? Infinity
+    this.maxViolations = opts.maxViolations ?? Infinity
     const decoder = new LineDecoder(
       MAX_FRAME_BYTES,
       (line) => this.onLine(line),
-      (bytes) => this.log.warn({ bytes }, 'repl: oversized frame dropped'),
+      (bytes) => this.violation({ bytes }, 'repl: oversized frame dropped'),
     )
     transport.onData((chunk) => decoder.push(chunk))
-    transport.onClose((err) => this.onClosed(err, rejectReady))
+    transport.onClose((err) => this.onClosed(err))
     if (opts.expectReady === false) {
       this.resolveReady({ v: PROTOCOL_VERSION, type: 'ready' })
     } else {
-      const t = setTimeout(() => rejectReady(new ReplTimeoutError('ready')), opts.readyTimeoutMs)
+      const t = setTimeout(() => this.rejectReady(new ReplTimeoutError('ready')), opts.readyTimeoutMs)
       t.unref()
       void this.ready.then(
         () => clearTimeout(t),
@@ -88,32 +118,32 @@ export class ReplClient {
       }, timeoutMs)
       timer.unref()
       this.pending.set(id, { resolve, reject, timer })
-      this.transport.write(encodeFrame(type, { id, ...fields }))
+      this.send(encodeFrame(type, { id, ...fields }))
     })
   }
 
   /** Starts an execution; every frame carrying `id` as exec_id goes to `sink`, the last one being `done`. */
   execute(id: string, code: string, sink: FrameSink, opts: Record<string, unknown> = {}): void {
     this.executions.set(id, sink)
-    this.transport.write(encodeFrame('execute', { id, code, ...opts }))
+    this.send(encodeFrame('execute', { id, code, ...opts }))
   }
 
   /** Starts a streamed execution: code arrives with streamChunk, ends with streamEnd. */
   streamBegin(id: string, sink: FrameSink, opts: Record<string, unknown> = {}): void {
     this.executions.set(id, sink)
-    this.transport.write(encodeFrame('exec_stream_begin', { id, ...opts }))
+    this.send(encodeFrame('exec_stream_begin', { id, ...opts }))
   }
 
   streamChunk(id: string, text: string): void {
-    this.transport.write(encodeFrame('exec_stream_chunk', { id, text }))
+    this.send(encodeFrame('exec_stream_chunk', { id, text }))
   }
   streamEnd(id: string): void {
-    this.transport.write(encodeFrame('exec_stream_end', { id }))
+    this.send(encodeFrame('exec_stream_end', { id }))
   }
 
   /** Asks the REPL to raise KeyboardInterrupt in the running code (fire and forget). */
   interrupt(): void {
-    if (!this.closedWith) this.transport.write(encodeFrame('interrupt', { id: randomUUID() }))
+    this.send(encodeFrame('interrupt', { id: randomUUID() }))
   }
 
   /** Routes frames of an execution already running in the REPL (after re-attaching) to `sink`. */
@@ -131,7 +161,7 @@ export class ReplClient {
   }
 
   sendLlmResponse(replyTo: string, payload: { text?: string; texts?: string[]; error?: string }): void {
-    if (!this.closedWith) this.transport.write(encodeFrame('llm_response', { id: randomUUID(), reply_to: replyTo, ...payload }))
+    this.send(encodeFrame('llm_response', { id: randomUUID(), reply_to: replyTo, ...payload }))
   }
 
   onClose(cb: (err?: Error) => void): void {
@@ -143,15 +173,49 @@ export class ReplClient {
     this.transport.close()
   }
 
+  /**
+   * Writes one frame, unless what already waits for the sandbox (a sandbox that stopped reading
+   * its input) would pass the bound: then the channel is ended instead. A frame into an empty
+   * buffer always goes, however long.
+   */
+  private send(line: string): void {
+    if (this.closedWith) return
+    const waiting = this.transport.bufferedBytes?.() ?? 0
+    if (waiting > 0 && waiting + Buffer.byteLength(line) > this.inputBufferBytes) {
+      this.misbehaved(`the sandbox stopped reading its input (${waiting} bytes were waiting for it; the limit is ${this.inputBufferBytes})`)
+      return
+    }
+    this.transport.write(line)
+  }
+
+  /** A frame the sandbox got wrong: logged (rate-limited) and counted; too many within the window end the channel. */
+  private violation(obj: object, msg: string): void {
+    this.sandboxLog.warn(obj, msg)
+    const now = Date.now()
+    if (now - this.violationsSince > VIOLATION_WINDOW_MS) {
+      this.violationsSince = now
+      this.violations = 0
+    }
+    if (++this.violations > this.maxViolations)
+      this.misbehaved(`the sandbox broke the REPL protocol more than ${this.maxViolations} times within ${VIOLATION_WINDOW_MS / 1000} s`)
+  }
+
+  /** Gives up on the sandbox: every waiter learns why (SandboxMisbehaved), and the channel closes. */
+  private misbehaved(reason: string): void {
+    if (this.closedWith) return
+    this.onClosed(new SandboxMisbehaved(reason))
+    this.transport.close()
+  }
+
   private onLine(line: string): void {
-    if (!line.trim()) return
+    if (this.closedWith || !line.trim()) return
     const frame = parseFrame(line)
     if (!frame) {
-      this.log.warn({ line: line.slice(0, 200) }, 'repl: invalid frame dropped')
+      this.violation({ line: line.slice(0, 200) }, 'repl: invalid frame dropped')
       return
     }
     if (typeof frame.seq === 'number') {
-      if (this.lastSeq >= 0 && frame.seq !== this.lastSeq + 1) this.log.warn({ expected: this.lastSeq + 1, got: frame.seq }, 'repl: seq gap')
+      if (this.lastSeq >= 0 && frame.seq !== this.lastSeq + 1) this.violation({ expected: this.lastSeq + 1, got: frame.seq }, 'repl: seq gap')
       this.lastSeq = frame.seq
     }
     this.dispatch(frame)
@@ -179,10 +243,10 @@ export class ReplClient {
       // fall through: the execution's sink sees it too (for llm_call events)
     }
     if (frame.type === 'protocol_error') {
-      this.log.warn({ detail: frame.detail }, 'repl: reports a protocol error')
+      this.violation({ detail: typeof frame.detail === 'string' ? frame.detail.slice(0, 200) : null }, 'repl: reports a protocol error')
       return
     }
-    const execId = typeof frame.exec_id === 'string' ? frame.exec_id : null
+    const execId = executionOf(frame)
     if (!execId) return // output with no execution running (e.g. stray threads): dropped
     const sink = this.executions.get(execId)
     if (!sink) return
@@ -190,10 +254,11 @@ export class ReplClient {
     sink(frame)
   }
 
-  private onClosed(err: Error | undefined, rejectReady: (e: Error) => void): void {
+  private onClosed(err: Error | undefined): void {
     if (this.closedWith) return
-    this.closedWith = new ReplClosedError(err ? `the REPL channel closed: ${err.message}` : undefined)
-    rejectReady(this.closedWith)
+    this.closedWith = err instanceof SandboxMisbehaved ? err : new ReplClosedError(err ? `the REPL channel closed: ${err.message}` : undefined)
+    this.sandboxLog.flush()
+    this.rejectReady(this.closedWith)
     for (const p of this.pending.values()) {
       clearTimeout(p.timer)
       p.reject(this.closedWith)
@@ -201,6 +266,12 @@ export class ReplClient {
     this.pending.clear()
     for (const cb of this.closeCbs) cb(this.closedWith)
   }
+}
+
+/** The execution a frame is routed to (every frame naming one but ready, reply and protocol_error), or null. */
+export function executionOf(frame: ReplFrame): string | null {
+  if (frame.type === 'ready' || frame.type === 'reply' || frame.type === 'protocol_error') return null
+  return typeof frame.exec_id === 'string' ? frame.exec_id : null
 }
 
 /** One protocol line → a frame, or null when it is not a valid frame. */

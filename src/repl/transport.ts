@@ -3,6 +3,8 @@
 export interface ReplTransport {
   /** Writes bytes to the REPL's stdin. */
   write(data: string): void
+  /** Bytes written but not yet taken by the other side (a REPL that stops reading makes it grow); absent: unknown. */
+  bufferedBytes?(): number
   /** Registers the receiver of the REPL's stdout bytes. */
   onData(cb: (chunk: Buffer) => void): void
   /** Called once when the channel closes, for whatever reason. */

@@ -1,7 +1,7 @@
 // The Docker create config of a sandbox: the whole security baseline, always (README.md, Security).
 import type { ContainerCreateOptions } from 'dockerode'
 import { MAX_FRAME_BYTES, MAX_PROMPT_CHARS } from '../repl/protocol.js'
-import { sandboxLabels } from './labels.js'
+import { pooledLabels, sandboxLabels } from './labels.js'
 
 export interface SandboxSpec {
   sessionId: string
@@ -20,6 +20,8 @@ export interface SandboxSpec {
   maxStreamBytes: number
   maxImageBytes: number
   env: Record<string, string>
+  /** A warm-pool sandbox: labelled without session or tenant (`sessionId` is then its pool id, for the name). */
+  pooled?: boolean
 }
 
 /**
@@ -31,6 +33,9 @@ export interface SandboxSpec {
  */
 const RUNSC_HOST_THREADS_PER_TASK = 16
 const RUNSC_HOST_THREADS_BASE = 256
+
+/** The most a process can have: the kernel OOM killer picks sandboxes first. */
+const SANDBOX_OOM_SCORE_ADJ = 1000
 
 export function hostPidsLimit(runtime: 'runc' | 'runsc', pids: number): number {
   return runtime === 'runsc' ? pids * RUNSC_HOST_THREADS_PER_TASK + RUNSC_HOST_THREADS_BASE : pids
@@ -57,7 +62,9 @@ export function containerConfig(s: SandboxSpec): ContainerCreateOptions {
     User: s.user,
     WorkingDir: '/workspace',
     Env: env,
-    Labels: sandboxLabels(s.deployment, s.sessionId, s.tenant, s.instance),
+    Labels: s.pooled
+      ? pooledLabels(s.deployment, s.instance, s.memoryMb * 1024 * 1024)
+      : sandboxLabels(s.deployment, s.sessionId, s.tenant, s.instance, s.memoryMb * 1024 * 1024),
     OpenStdin: true,
     StdinOnce: false,
     Tty: false,
@@ -79,7 +86,14 @@ export function containerConfig(s: SandboxSpec): ContainerCreateOptions {
       Memory: s.memoryMb * 1024 * 1024,
       MemorySwap: s.memoryMb * 1024 * 1024,
       NanoCpus: Math.round(s.cpus * 1e9),
-      Ulimits: [{ Name: 'nofile', Soft: s.nofile, Hard: s.nofile }, ...(s.runtime === 'runsc' ? [{ Name: 'nproc', Soft: s.pids, Hard: s.pids }] : [])],
+      // No core dumps: a crashing process must not write its memory to the tmpfs (or the host's core pattern).
+      Ulimits: [
+        { Name: 'nofile', Soft: s.nofile, Hard: s.nofile },
+        { Name: 'core', Soft: 0, Hard: 0 },
+        ...(s.runtime === 'runsc' ? [{ Name: 'nproc', Soft: s.pids, Hard: s.pids }] : []),
+      ],
+      // When the host runs short of memory the kernel kills a sandbox before Redis, dockerd or the API.
+      OomScoreAdj: SANDBOX_OOM_SCORE_ADJ,
       Init: true,
       IpcMode: 'private',
       // /dev/shm is a third writable tmpfs (POSIX shared memory, multiprocessing's semaphores);

@@ -6,7 +6,9 @@ import type { Logger } from 'pino'
 import { DockerDemuxer } from './demux.js'
 import { containerConfig, containerName, type SandboxSpec } from './container-spec.js'
 import { LABEL } from './labels.js'
+import { LimitedLog } from '../repl/limited-log.js'
 import type { ReplTransport } from '../repl/transport.js'
+import { TimeoutError, withTimeout } from '../retry.js'
 
 export interface SandboxExit {
   exitCode: number | null
@@ -22,7 +24,20 @@ export interface SandboxHandle {
 
 export interface ManagedContainer {
   id: string
+  /** '' for a warm-pool sandbox: Redis records the session that took it. */
   sessionId: string
+  /** Its container name (no leading slash). */
+  name: string
+  /** The API instance that made it. */
+  instance: string
+  pooled: boolean
+  state: string
+}
+
+/** What a sandbox template's image says it runs (null: no such image). */
+export interface ImageFacts {
+  command: string[]
+  labels: Record<string, string>
 }
 
 const STDERR_LOG_LIMIT = 64 * 1024
@@ -30,16 +45,29 @@ const STDERR_LOG_LIMIT = 64 * 1024
 export class DockerSandboxDriver {
   readonly docker: Docker
 
+  /** `timeoutMs` bounds every engine call but the ones that wait on purpose (a container's exit). */
   constructor(
     dockerHost: string,
     private readonly log: Logger,
+    private readonly timeoutMs = 30000,
   ) {
     this.docker = new Docker(dockerOptions(dockerHost))
   }
 
-  /** Creates and starts a sandbox; on any failure the container is removed again. Throws the engine's error. */
+  /** Creates and starts a sandbox; on any failure the container is removed again. Throws the engine's error, or TimeoutError. */
   async create(spec: SandboxSpec): Promise<SandboxHandle> {
-    const container = await this.docker.createContainer(containerConfig(spec))
+    let container: Docker.Container
+    try {
+      container = await this.call(
+        'create',
+        (abortSignal) => this.docker.createContainer({ ...containerConfig(spec), abortSignal }),
+        (late) => void this.remove(late.id).catch(() => undefined),
+      )
+    } catch (err) {
+      // The engine may have created it after all: remove it by its name.
+      if (err instanceof TimeoutError) await this.remove(containerName(spec.sessionId)).catch(() => undefined)
+      throw err
+    }
     try {
       return await this.attachAndStart(container, spec.sessionId)
     } catch (err) {
@@ -60,15 +88,16 @@ export class DockerSandboxDriver {
   async restart(containerId: string, sessionId: string): Promise<SandboxHandle> {
     const container = this.docker.getContainer(containerId)
     await this.kill(containerId)
-    await container.wait({ condition: 'not-running' }).catch(() => undefined)
+    await this.call('wait', (abortSignal) => container.wait({ condition: 'not-running', abortSignal })).catch(() => undefined)
     return this.attachAndStart(container, sessionId)
   }
 
   /** The REPL's stdout as kept by the container's log driver since `sinceMs` (frames written while no one was attached). */
   async readStdoutLog(containerId: string, sinceMs: number): Promise<Buffer> {
-    const raw = await this.docker
-      .getContainer(containerId)
-      .logs({ stdout: true, stderr: false, follow: false, since: Math.max(0, Math.floor(sinceMs / 1000) - 1) })
+    const since = Math.max(0, Math.floor(sinceMs / 1000) - 1)
+    const raw = await this.call('logs', (abortSignal) =>
+      this.docker.getContainer(containerId).logs({ stdout: true, stderr: false, follow: false, since, abortSignal }),
+    )
     const parts: Buffer[] = []
     new DockerDemuxer(
       (b) => parts.push(Buffer.from(b)),
@@ -78,16 +107,16 @@ export class DockerSandboxDriver {
   }
 
   async kill(containerId: string): Promise<void> {
-    await ignoreGone(this.docker.getContainer(containerId).kill({ signal: 'SIGKILL' }))
+    await ignoreGone(this.call('kill', (abortSignal) => this.docker.getContainer(containerId).kill({ signal: 'SIGKILL', abortSignal })))
   }
 
   async remove(containerId: string): Promise<void> {
-    await ignoreGone(this.docker.getContainer(containerId).remove({ force: true, v: true }))
+    await ignoreGone(this.call('remove', (abortSignal) => this.docker.getContainer(containerId).remove({ force: true, v: true, abortSignal })))
   }
 
   async inspectExit(containerId: string): Promise<SandboxExit & { running: boolean }> {
     try {
-      const info = await this.docker.getContainer(containerId).inspect()
+      const info = await this.call('inspect', (abortSignal) => this.docker.getContainer(containerId).inspect({ abortSignal }))
       return { running: info.State.Running, exitCode: info.State.ExitCode, oomKilled: info.State.OOMKilled }
     } catch (err) {
       if (statusOf(err) === 404) return { running: false, exitCode: null, oomKilled: false }
@@ -96,24 +125,66 @@ export class DockerSandboxDriver {
   }
 
   async listManaged(deployment: string): Promise<ManagedContainer[]> {
-    const list = await this.docker.listContainers({ all: true, filters: { label: [`${LABEL.managed}=true`, `${LABEL.deployment}=${deployment}`] } })
-    return list.map((c) => ({ id: c.Id, sessionId: c.Labels[LABEL.session] ?? '' }))
+    const filters = { label: [`${LABEL.managed}=true`, `${LABEL.deployment}=${deployment}`] }
+    const list = await this.call('list', (abortSignal) => this.docker.listContainers({ all: true, filters, abortSignal }))
+    return list.map((c) => ({
+      id: c.Id,
+      sessionId: c.Labels[LABEL.session] ?? '',
+      name: (c.Names[0] ?? '').replace(/^\//, ''),
+      instance: c.Labels[LABEL.instance] ?? '',
+      pooled: c.Labels[LABEL.pool] === 'true',
+      state: c.State,
+    }))
+  }
+
+  /** The image's entrypoint and command, and its labels; null when the engine does not have it. */
+  async imageFacts(image: string): Promise<ImageFacts | null> {
+    try {
+      // Image inspect takes no abort signal (its options become the query string); the timeout still bounds the wait.
+      const info = await this.call('image inspect', () => this.docker.getImage(image).inspect())
+      const cfg = (info.Config ?? {}) as { Entrypoint?: string[] | string | null; Cmd?: string[] | string | null; Labels?: Record<string, string> | null }
+      const parts = (v: string[] | string | null | undefined) => (Array.isArray(v) ? v : v ? [v] : [])
+      return { command: [...parts(cfg.Entrypoint), ...parts(cfg.Cmd)], labels: cfg.Labels ?? {} }
+    } catch (err) {
+      if (statusOf(err) === 404) return null
+      throw err
+    }
   }
 
   async runtimes(): Promise<Set<string>> {
-    const info = (await this.docker.info()) as { Runtimes?: Record<string, unknown> }
+    const info = (await this.call('info', withSignal(this.docker.info.bind(this.docker)))) as { Runtimes?: Record<string, unknown> }
     return new Set(Object.keys(info.Runtimes ?? {}))
   }
 
   async ping(): Promise<void> {
-    await this.docker.ping()
+    await this.call('ping', withSignal(this.docker.ping.bind(this.docker)))
+  }
+
+  /**
+   * One engine call bounded by the timeout: its request is aborted then (so no socket lingers), and
+   * the caller gets a TimeoutError even if the client library never settles the aborted call.
+   * `late` disposes of a result that arrives after the caller was told of the timeout.
+   */
+  private async call<T>(what: string, fn: (abortSignal: AbortSignal) => Promise<T>, late?: (value: T) => void): Promise<T> {
+    const ac = new AbortController()
+    const timer = setTimeout(() => ac.abort(), this.timeoutMs)
+    const work = fn(ac.signal)
+    try {
+      return await withTimeout(work, this.timeoutMs + 100, `docker ${what}`)
+    } catch (err) {
+      if (late) work.then(late, () => undefined)
+      if (ac.signal.aborted) throw new TimeoutError(`docker ${what} did not answer within ${this.timeoutMs} ms`, { cause: err })
+      throw err
+    } finally {
+      clearTimeout(timer)
+    }
   }
 
   private async attachAndStart(container: Docker.Container, sessionId: string): Promise<SandboxHandle> {
     const transport = await this.attach(container, sessionId)
     const exited = this.watchExit(container, 'next-exit')
     try {
-      await container.start()
+      await this.call('start', (abortSignal) => container.start({ abortSignal }))
     } catch (err) {
       transport.close()
       throw err
@@ -125,14 +196,19 @@ export class DockerSandboxDriver {
     return container
       .wait({ condition })
       .then(async (res: { StatusCode?: number }) => {
-        const info = await container.inspect().catch(() => null)
+        const info = await this.call('inspect', (abortSignal) => container.inspect({ abortSignal })).catch(() => null)
         return { exitCode: res.StatusCode ?? null, oomKilled: info?.State.OOMKilled ?? false }
       })
       .catch(() => ({ exitCode: null, oomKilled: false }))
   }
 
   private async attach(container: Docker.Container, sessionId: string): Promise<ReplTransport> {
-    const socket = (await container.attach({ stream: true, stdin: true, stdout: true, stderr: true, hijack: true })) as unknown as Duplex
+    // The timeout covers the upgrade only: once attached, the stream lives as long as the session.
+    const socket = (await this.call(
+      'attach',
+      (abortSignal) => container.attach({ stream: true, stdin: true, stdout: true, stderr: true, hijack: true, abortSignal }),
+      (late) => (late as unknown as Duplex).destroy(),
+    )) as unknown as Duplex
     return new AttachTransport(socket, this.log.child({ sessionId, containerName: containerName(sessionId) }))
   }
 }
@@ -147,12 +223,14 @@ class AttachTransport implements ReplTransport {
     private readonly socket: Duplex,
     log: Logger,
   ) {
+    // Sandbox code can write to the container's stderr too: bounded in bytes and in lines per interval.
+    const stderrLog = new LimitedLog(log)
     const demux = new DockerDemuxer(
       (b) => this.dataCb(b),
       (b) => {
         if (this.stderrLogged >= STDERR_LOG_LIMIT) return
         this.stderrLogged += b.length
-        log.warn({ stderr: b.toString('utf8').slice(0, 4096) }, 'sandbox stderr')
+        stderrLog.warn({ stderr: b.toString('utf8').slice(0, 4096) }, 'sandbox stderr')
       },
       (reason) => {
         // The stream lost its framing: nothing after this point can be trusted, so the channel ends.
@@ -169,6 +247,10 @@ class AttachTransport implements ReplTransport {
 
   write(data: string): void {
     if (!this.closed) this.socket.write(data)
+  }
+
+  bufferedBytes(): number {
+    return this.socket.writableLength
   }
 
   onData(cb: (chunk: Buffer) => void): void {
@@ -195,6 +277,11 @@ function dockerOptions(host: string): Docker.DockerOptions {
   if (host.startsWith('unix://')) return { socketPath: host.slice('unix://'.length) }
   const url = new URL(host.replace(/^tcp:/, 'http:'))
   return { host: url.hostname, port: Number(url.port || 2375), protocol: 'http' }
+}
+
+/** dockerode's info and ping take { abortSignal } too, though its types do not say so. */
+function withSignal(fn: () => Promise<unknown>): (abortSignal: AbortSignal) => Promise<unknown> {
+  return (abortSignal) => (fn as unknown as (opts: { abortSignal: AbortSignal }) => Promise<unknown>)({ abortSignal })
 }
 
 function statusOf(err: unknown): number | undefined {

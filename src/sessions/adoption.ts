@@ -5,7 +5,7 @@ import type { Logger } from 'pino'
 import type { Config } from '../config.js'
 import { AppError } from '../errors.js'
 import type { DockerSandboxDriver, SandboxHandle } from '../sandbox/docker-driver.js'
-import { ReplClient } from '../repl/repl-client.js'
+import { ReplClient, SandboxMisbehaved } from '../repl/repl-client.js'
 import type { ReplFrame } from '../repl/protocol.js'
 import type { RedisStore, SessionRecord } from '../store/redis-store.js'
 import type { DrivenLogs } from './driven-logs.js'
@@ -40,6 +40,8 @@ export class Adoption {
     const client = new ReplClient(handle.transport, this.deps.log.child({ sessionId: rec.id }), {
       readyTimeoutMs: config.SANDBOX_START_TIMEOUT_MS,
       expectReady: !adopted,
+      inputBufferBytes: config.SANDBOX_INPUT_BUFFER_BYTES,
+      maxViolations: config.SANDBOX_PROTOCOL_VIOLATIONS,
     })
     const live: LiveSession = {
       id: rec.id,
@@ -65,8 +67,9 @@ export class Adoption {
         ),
       )
     }
-    client.onClose(() => {
-      this.channelClosed(rec, live).catch((err: unknown) => this.deps.log.error({ err, sessionId: rec.id }, 'handling a closed sandbox channel failed'))
+    client.onClose((why) => {
+      const handled = why instanceof SandboxMisbehaved ? this.misbehaved(rec, live, why) : this.channelClosed(rec, live)
+      handled.catch((err: unknown) => this.deps.log.error({ err, sessionId: rec.id }, 'handling a closed sandbox channel failed'))
     })
     // A backup for the attach stream's end: only a real exit closes the channel.
     void handle.exited.then((e) => {
@@ -130,6 +133,23 @@ export class Adoption {
     }
   }
 
+  /**
+   * The runner cannot go on with the session (see RunnerDeps.letGo): this instance lets go of it.
+   * Unrecorded: it is adopted again (by the next request, or the reaper once its lease lapses),
+   * which reads what was not recorded back from the container. Unkillable: it is marked dead and due
+   * now, so the reaper removes its sandbox as soon as the engine answers.
+   */
+  async letGo(live: LiveSession, why: 'unrecorded' | 'unkillable'): Promise<void> {
+    this.deps.registry.release(live)
+    if (why !== 'unkillable') return
+    try {
+      await this.markDead(live.id)
+      await this.deps.store.setDeadline(live.id, Date.now())
+    } catch (err) {
+      this.deps.log.error({ err, sessionId: live.id }, 'could not mark a sandbox that could not be killed for removal')
+    }
+  }
+
   /** The session's sandbox is gone for good. */
   async markDead(sid: string): Promise<void> {
     await this.deps.store.updateSession(sid, { status: 'dead' })
@@ -168,7 +188,9 @@ export class Adoption {
           await recorded.endOrphaned(rec, ex, 'killed', 'the API instance that was streaming this code stopped')
           continue
         }
-        requeued.push(newPendingExecution(ex.id, ex.code ?? '', ex.timeout_ms ?? config.EXEC_TIMEOUT_S * 1000))
+        const again = newPendingExecution(ex.id, ex.code ?? '', ex.timeout_ms ?? config.EXEC_TIMEOUT_S * 1000)
+        if (ex.language === 'bash') again.language = 'bash'
+        requeued.push(again)
       }
       if (!running) await store.updateSession(rec.id, { status: requeued.length ? 'busy' : 'ready' })
       runner.requeue(live, requeued)
@@ -180,6 +202,29 @@ export class Adoption {
       if (err instanceof AppError) throw err
       throw new AppError('sandbox_failed', "the session's sandbox could not be re-attached", { cause: err })
     }
+  }
+
+  /**
+   * The client gave up on the sandbox (it stopped reading its input, or kept breaking the protocol):
+   * its executions end with an error saying why, its container is killed, and the session is dead
+   * (as after a crash: `restart` gives it a fresh interpreter). Nothing of it touches other sessions.
+   */
+  private async misbehaved(rec: SessionRecord, live: LiveSession, why: SandboxMisbehaved): Promise<void> {
+    const { driver, registry, runner, log } = this.deps
+    if (live.state !== 'attached') return
+    live.state = 'stopping'
+    log.warn({ sessionId: rec.id, reason: why.reason }, 'sandbox misbehaved; ending its session')
+    const killed = driver.kill(live.containerId).then(
+      () => true,
+      (err: unknown) => {
+        log.warn({ err, sessionId: rec.id }, 'could not kill a misbehaving sandbox; the reaper removes it')
+        return false
+      },
+    )
+    const [, wasKilled] = await Promise.all([runner.sandboxMisbehaved(live, why.reason), killed])
+    registry.release(live)
+    await this.markDead(rec.id)
+    if (!wasKilled) await this.deps.store.setDeadline(rec.id, Date.now())
   }
 
   /** The REPL channel closed without the host asking: re-attach when only the stream broke, else the sandbox died. */

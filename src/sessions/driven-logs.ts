@@ -19,11 +19,11 @@ export class DrivenLog {
     private readonly owner: DrivenLogs,
   ) {}
 
-  /** Appends an event; resolves with its id once it is in the log. */
+  /** Appends an event; resolves with its id once it is in the log ('' when the tenant's max_event_bytes refused it). */
   async append(event: EventPayload): Promise<string> {
-    const id = await this.owner.store.appendEvent(this.sessionId, this.id, event)
+    const id = await this.owner.store.appendEvent(this.sessionId, this.id, event, this.tenant, event.type === 'status')
     this.owner.feed.notify(this.sessionId, this.id)
-    return id
+    return id ?? ''
   }
 
   /** Its work began: the record says running (and the log too, when it first said queued). */

@@ -6,25 +6,22 @@ import type { Config } from '../config.js'
 import { AppError } from '../errors.js'
 import type { DoneStatusT } from '../schemas.js'
 import type { DockerSandboxDriver } from '../sandbox/docker-driver.js'
-import { parseFrame } from '../repl/repl-client.js'
 import type { ReplFrame } from '../repl/protocol.js'
 import type { EventFeed } from '../store/event-feed.js'
 import type { ExecutionRecord, RedisStore } from '../store/redis-store.js'
-import { frameToEvent, newPendingExecution, ownsLog, unrefTimer, type EventPayload, type PendingExecution } from './execution.js'
+import { countOf, frameToEvent, newPendingExecution, ownsLog, unrefTimer, type PendingExecution } from './execution.js'
+import { ExecutionLog } from './execution-log.js'
+import { executionFrames, framesToReplay, LiveOverlap } from './log-replay.js'
+import { SlotHolds } from './slot-hold.js'
 import type { LiveSession } from './live-session.js'
-import type { LlmRequestHandler } from './llm-requests.js'
+import type { LlmRequestHandler, RunningExecution } from './llm-requests.js'
 import type { Metrics } from './metrics.js'
-
-/** Per-event overhead counted against an execution's byte budget (so floods of tiny frames count). */
-const FRAME_OVERHEAD_BYTES = 64
-/** Rich events (results, displays, errors) an execution may log at the image size cap. */
-const IMAGES_PER_EXECUTION = 4
-const BASE64_GROWTH = 1.4
+import { retry } from '../retry.js'
 
 /** The parts of the store, feed and driver the runner uses (narrow, so unit tests can stand in for them). */
 export type RunnerStore = Pick<
   RedisStore,
-  'acquireRunningSlot' | 'releaseRunningSlot' | 'createExecution' | 'recordStart' | 'recordEnd' | 'appendEvent' | 'lastSeq'
+  'acquireRunningSlot' | 'releaseRunningSlot' | 'createExecution' | 'recordStart' | 'recordEnd' | 'appendEvent' | 'resumePoint'
 >
 
 export interface RunnerDeps {
@@ -35,6 +32,12 @@ export interface RunnerDeps {
   log: Logger
   metrics: Metrics
   llmRequests?: LlmRequestHandler
+  /**
+   * The runner cannot go on with the session: an execution's end could not be recorded (Redis),
+   * or its sandbox could not be killed (Docker). Its executions have ended here; the session is let
+   * go, to be finished from Redis and its container (or removed) by whichever instance comes next.
+   */
+  letGo?: (live: LiveSession, why: 'unrecorded' | 'unkillable') => void
 }
 
 /** Why a sandbox's executions end when it went away. */
@@ -47,11 +50,17 @@ export class ExecutionRunner {
   private readonly config: Config
   private readonly store: RunnerStore
   private readonly log: Logger
+  private readonly events: ExecutionLog
+
+  /** Slots of executions whose `done` may have been forged, kept until the next one starts. */
+  private readonly holds: SlotHolds
 
   constructor(private readonly deps: RunnerDeps) {
     this.config = deps.config
     this.store = deps.store
     this.log = deps.log
+    this.holds = new SlotHolds(deps.config, deps.store, deps.log)
+    this.events = new ExecutionLog(deps)
   }
 
   /** Whether anything runs or waits in the session. */
@@ -60,10 +69,22 @@ export class ExecutionRunner {
     return w.running !== null || w.queue.length > 0 || w.reserved > 0
   }
 
-  /** The running execution's id and the log it writes to. */
-  running(live: LiveSession): { id: string; logId: string } | undefined {
+  /** The running execution's id, the log it writes to, and a way to add the host's own events to it. */
+  running(live: LiveSession): RunningExecution | undefined {
     const ex = live.work.running
-    return ex ? { id: ex.id, logId: ex.target.logId } : undefined
+    if (!ex) return undefined
+    return {
+      id: ex.id,
+      logId: ex.target.logId,
+      note: (event) => {
+        if (!ex.ended) this.events.append(live, ex, event)
+      },
+    }
+  }
+
+  /** Whether the execution `eid` runs or waits in the session on this instance. */
+  has(live: LiveSession, eid: string): boolean {
+    return this.all(live).some((ex) => ex.id === eid)
   }
 
   /** Records and queues an execution. Throws AppError queue_full, quota_exceeded, session_dead. */
@@ -102,6 +123,7 @@ export class ExecutionRunner {
           execution_count: null,
           kind: ex.kind,
           code: ex.code,
+          ...(ex.language ? { language: ex.language } : {}),
           timeout_ms: ex.timeoutMs,
         },
         status,
@@ -117,7 +139,7 @@ export class ExecutionRunner {
     w.queue.push(ex)
     if (live.state !== 'attached') {
       // The session went away while this was being recorded: it ends at once, with its one `done`.
-      this.logEvent(live, ex, {
+      this.events.append(live, ex, {
         type: 'error',
         ename: 'SandboxError',
         evalue: 'the session was deleted or restarted before this execution started',
@@ -142,14 +164,14 @@ export class ExecutionRunner {
     const deadline = ex.startedAt + ex.timeoutMs + this.config.INTERRUPT_GRACE_MS + live.idleTimeoutS * 1000
     const announce = ownsLog(ex) && !ex.announcedRunning
     ex.chain = this.store
-      .recordStart(live.id, ex.id, ex.startedAt, announce ? { type: 'status', state: 'running', execution_id: ex.id } : null, deadline)
+      .recordStart(live.id, ex.id, ex.startedAt, announce ? { type: 'status', state: 'running', execution_id: ex.id } : null, deadline, live.tenant)
       .then(() => {
         if (announce) this.deps.feed.notify(live.id, ex.id)
       })
       .catch((err: unknown) => this.log.error({ err, sessionId: live.id, executionId: ex.id }, 'could not record the start of an execution'))
     ex.timers.push(unrefTimer(ex.timeoutMs, () => this.interruptExecution(live, ex, 'timeout')))
     const sink = (f: ReplFrame) => this.onFrame(live, ex, f)
-    const opts = { max_stream_bytes: live.outputBytes, max_image_bytes: this.config.MAX_IMAGE_BYTES }
+    const opts = { max_stream_bytes: live.outputBytes, max_image_bytes: this.config.MAX_IMAGE_BYTES, ...(ex.language ? { language: ex.language } : {}) }
     if (ex.kind === 'stream') {
       live.client.streamBegin(ex.id, sink, opts)
       ex.onStart?.()
@@ -181,9 +203,16 @@ export class ExecutionRunner {
     }
     for (const ex of this.all(live)) {
       const e = ex.forcedStatus && live.work.running === ex ? killedByUs : why
-      this.logEvent(live, ex, { type: 'error', ...e, traceback: [] })
+      this.events.append(live, ex, { type: 'error', ...e, traceback: [] })
     }
     await this.endAll(live, status)
+  }
+
+  /** The host gave up on a misbehaving sandbox: every execution gets an error saying why, then its `done` (error). */
+  async sandboxMisbehaved(live: LiveSession, reason: string): Promise<void> {
+    const evalue = `${reason}; the session was ended (restart it or create a new one)`
+    for (const ex of this.all(live)) this.events.append(live, ex, { type: 'error', ename: 'SandboxMisbehaved', evalue, traceback: [] })
+    await this.endAll(live, 'error')
   }
 
   /** Ends the running and queued executions with `status` (the sandbox is going away). */
@@ -204,35 +233,38 @@ export class ExecutionRunner {
 
   /**
    * Picks up an execution that kept running while no instance was attached: the frames it wrote
-   * meanwhile are read back from the container's log (deduplicated by the REPL's seq), then the
-   * frames that arrived since attaching (`early`), then live frames. A streamed (LLM) step is
-   * interrupted: the turn that fed it is gone.
+   * meanwhile are read back from the container's log (those the host had not handled, by position;
+   * a `limit` event when the log no longer reaches back that far), then the frames that arrived
+   * since attaching (`early`) and live frames, less those the log already gave (log-replay.ts).
+   * A streamed (LLM) step is interrupted: the turn that fed it is gone.
    */
   async resume(live: LiveSession, rx: ExecutionRecord, early: ReplFrame[]): Promise<void> {
     const started = rx.started_at ?? rx.created_at
     const ex = newPendingExecution(rx.id, rx.code ?? '', rx.timeout_ms ?? this.config.EXEC_TIMEOUT_S * 1000, rx.kind === 'stream' ? 'stream' : 'execute')
+    if (rx.language === 'bash') ex.language = 'bash'
     ex.startedAt = started
     ex.announcedRunning = true
     live.work.running = ex
-    let lastSeq = await this.store.lastSeq(live.id, rx.id)
-    const replay = (f: ReplFrame) => {
-      if (typeof f.seq === 'number') {
-        if (f.seq <= lastSeq) return
-        lastSeq = f.seq
-      }
-      this.onFrame(live, ex, f)
-    }
-    const logged = await this.deps.driver.readStdoutLog(live.containerId, started).catch((err: unknown) => {
+    const point = await this.store.resumePoint(live.id, rx.id)
+    const raw = await this.deps.driver.readStdoutLog(live.containerId, started).catch((err: unknown) => {
       this.log.warn({ err }, 'could not read the sandbox log')
       return Buffer.alloc(0)
     })
-    for (const line of logged.toString('utf8').split('\n')) {
-      const f = parseFrame(line)
-      if (f && f.exec_id === rx.id) replay(f)
+    const logged = executionFrames(raw, rx.id)
+    const { frames, lost } = framesToReplay(logged, point)
+    ex.frames = point.pos
+    if (lost) {
+      this.log.warn({ sessionId: live.id, executionId: rx.id }, 'the sandbox log no longer reaches back to the last frame handled; output lost')
+      this.events.append(live, ex, { type: 'limit', what: 'detached_output' })
     }
-    for (const f of early) replay(f)
+    for (const f of frames) this.onFrame(live, ex, f)
+    const overlap = new LiveOverlap(logged)
+    const onLive = (f: ReplFrame) => {
+      if (overlap.isNew(f)) this.onFrame(live, ex, f)
+    }
+    for (const f of early) onLive(f)
     if (ex.ended) return
-    live.client.track(rx.id, replay)
+    live.client.track(rx.id, onLive)
     if (ex.kind === 'stream') {
       this.interruptExecution(live, ex, 'interrupted')
     } else {
@@ -244,26 +276,20 @@ export class ExecutionRunner {
   /** Turns one REPL frame of `ex` into its event (or its end). */
   private onFrame(live: LiveSession, ex: PendingExecution, f: ReplFrame): void {
     if (ex.ended) return
+    ex.frames++
+    // The REPL starts an execution only once the one before it really ended.
+    if (f.type === 'status' && f.state === 'running') void this.holds.release(live)
     if (f.type === 'done') {
       const reported = (['ok', 'error', 'interrupted'] as const).find((s) => s === f.status) ?? 'error'
-      void this.finish(live, ex, ex.forcedStatus ?? reported, typeof f.execution_count === 'number' ? f.execution_count : undefined)
+      if (ex.language === 'bash') ex.exitCode = countOf(f.exit_code) ?? null
+      // The code this `done` ends could have written it itself: its slot stays taken while others wait (slot-hold.ts).
+      ex.chain = ex.chain.then(() => this.holds.hold(live, ex))
+      void this.finish(live, ex, ex.forcedStatus ?? reported, countOf(f.execution_count))
       return
     }
     const event = frameToEvent(f, this.deps.llmRequests?.modelFor(ex.target.logId) ?? this.config.REPLCAST_MODEL)
     if (!event) return
-    // The REPL caps output, but its channel lives in the same process as the user's code: the host
-    // counts too, so no sandbox can fill Redis. The budget leaves the REPL's own caps room to act first.
-    const size = JSON.stringify(event).length + FRAME_OVERHEAD_BYTES
-    const text = event.type === 'stdout' || event.type === 'stderr'
-    const budget = text ? 2 * live.outputBytes : IMAGES_PER_EXECUTION * this.config.MAX_IMAGE_BYTES * BASE64_GROWTH
-    const used = text ? ex.loggedBytes.text : ex.loggedBytes.rich
-    if (used + size > budget) {
-      ex.droppedBytes += size
-      return
-    }
-    if (text) ex.loggedBytes.text += size
-    else ex.loggedBytes.rich += size
-    this.logEvent(live, ex, event)
+    this.events.output(live, ex, event)
   }
 
   /** Interrupt, then SIGKILL after the grace period if the REPL does not end the execution. */
@@ -276,9 +302,24 @@ export class ExecutionRunner {
         if (ex.ended) return
         this.log.warn({ sessionId: live.id, executionId: ex.id }, 'REPL ignored the interrupt; killing the sandbox')
         ex.forcedStatus = reason === 'timeout' ? 'timeout' : 'killed'
-        void this.deps.driver.kill(live.containerId)
+        void this.killSandbox(live, ex)
       }),
     )
+  }
+
+  /** SIGKILL (its exit then ends the executions); when the engine cannot do it, they end here and the reaper removes the sandbox. */
+  private async killSandbox(live: LiveSession, ex: PendingExecution): Promise<void> {
+    try {
+      await retry(() => this.deps.driver.kill(live.containerId), { attempts: 3 })
+    } catch (err) {
+      if (ex.ended || live.state !== 'attached') return
+      this.log.error({ err, sessionId: live.id, executionId: ex.id }, 'could not kill the sandbox; ending its executions and letting the reaper remove it')
+      live.state = 'stopping'
+      const evalue = `the code did not stop within ${this.config.INTERRUPT_GRACE_MS} ms of the interrupt and the sandbox could not be killed (the Docker engine did not answer); the session is being removed`
+      for (const q of this.all(live)) this.events.append(live, q, { type: 'error', ename: 'SandboxError', evalue, traceback: [] })
+      await this.endAll(live, 'killed')
+      this.deps.letGo?.(live, 'unkillable')
+    }
   }
 
   private async finish(live: LiveSession, ex: PendingExecution, status: DoneStatusT, executionCount?: number): Promise<void> {
@@ -286,52 +327,21 @@ export class ExecutionRunner {
     ex.ended = true
     for (const t of ex.timers) clearTimeout(t)
     live.client.forget(ex.id)
-    if (ex.droppedBytes > 0) this.logEvent(live, ex, { type: 'limit', what: 'event_bytes', dropped_bytes: ex.droppedBytes })
+    if (ex.droppedBytes > 0) this.events.append(live, ex, { type: 'limit', what: 'event_bytes', dropped_bytes: ex.droppedBytes })
     const end = Date.now()
-    const started = ex.startedAt || end
-    const duration = end - started
     await ex.chain
+    await this.holds.release(live, ex)
     const w = live.work
     if (w.running === ex) w.running = null
     else w.queue = w.queue.filter((q) => q !== ex)
     const alive = live.state === 'attached'
-    const done = ownsLog(ex)
-      ? { type: 'done', status, ...(executionCount !== undefined ? { execution_count: executionCount } : {}), duration_ms: duration }
-      : null
-    const fields = { status, ended_at: end, duration_ms: duration, execution_count: executionCount ?? null, ...(ex.startedAt ? {} : { started_at: null }) }
-    const session = alive
-      ? {
-          fields: {
-            status: w.queue.length ? ('busy' as const) : ('ready' as const),
-            last_active_at: end,
-            ...(executionCount !== undefined ? { execution_count: executionCount } : {}),
-          },
-          deadlineMs: end + live.idleTimeoutS * 1000,
-        }
-      : null
-    try {
-      await this.store.recordEnd(live.id, ex.id, live.tenant, done, fields, session)
-      if (done) this.deps.feed.notify(live.id, ex.id)
-    } catch (err) {
-      this.log.error({ err, sessionId: live.id, executionId: ex.id }, 'could not record the end of an execution')
-    }
-    this.deps.metrics.executions.inc({ status })
-    this.deps.metrics.executionSeconds.observe(duration / 1000)
+    const recorded = await this.events.end(live, ex, status, executionCount, { end, alive })
     this.deps.llmRequests?.executionEnded(ex.id)
     ex.onDone?.(status)
-    if (alive) this.runNext(live)
-  }
-
-  /** Logs an event of `ex` after the ones before it, where its target says. */
-  private logEvent(live: LiveSession, ex: PendingExecution, event: EventPayload): void {
-    const { logId, tag, observe } = ex.target
-    if (observe && !observe(event)) return
-    ex.chain = ex.chain
-      .then(async () => {
-        await this.store.appendEvent(live.id, logId, { ...event, ...tag })
-        this.deps.feed.notify(live.id, logId)
-      })
-      .catch((err: unknown) => this.log.error({ err, sessionId: live.id, executionId: ex.id }, 'event append failed'))
+    // Unrecorded, the execution is still running in Redis: adopting the session again (the next
+    // request for it, or the reaper) reads its end back from the container's log.
+    if (!recorded && live.state === 'attached') this.deps.letGo?.(live, 'unrecorded')
+    else if (alive) this.runNext(live)
   }
 
   private all(live: LiveSession): PendingExecution[] {

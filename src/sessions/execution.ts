@@ -11,16 +11,29 @@ function text(v: unknown, fallback: string): string {
   return typeof v === 'number' || typeof v === 'boolean' ? String(v) : fallback
 }
 
-/** Maps a REPL frame to the API event it becomes (null: not shown to clients). */
+/** A count a frame reports: a non-negative safe integer, else nothing (sandbox code can forge frames). */
+export function countOf(v: unknown): number | undefined {
+  return typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 ? v : undefined
+}
+
+/** A frame's field as a JSON object (a mime bundle, metadata), else empty. */
+const bundle = (v: unknown): object => (typeof v === 'object' && v !== null && !Array.isArray(v) ? v : {})
+
+/**
+ * Maps a REPL frame to the API event it becomes (null: not shown to clients). Every field is made
+ * to fit the Event schema here, whatever the frame says: code in the sandbox can write any frame.
+ */
 export function frameToEvent(f: ReplFrame, defaultModel: string): EventPayload | null {
-  const seq = typeof f.seq === 'number' ? { seq: f.seq } : {}
+  const seq = typeof f.seq === 'number' && Number.isFinite(f.seq) ? { seq: f.seq } : {}
   switch (f.type) {
     case 'stream':
       return { type: f.name === 'stderr' ? 'stderr' : 'stdout', text: text(f.text, ''), ...seq }
-    case 'result':
-      return { type: 'result', execution_count: f.execution_count, data: f.data ?? {}, ...seq }
+    case 'result': {
+      const n = countOf(f.execution_count)
+      return { type: 'result', ...(n !== undefined ? { execution_count: n } : {}), data: bundle(f.data), ...seq }
+    }
     case 'display':
-      return { type: 'display', data: f.data ?? {}, metadata: f.metadata ?? {}, ...seq }
+      return { type: 'display', data: bundle(f.data), metadata: bundle(f.metadata), ...seq }
     case 'error':
       return {
         type: 'error',
@@ -30,7 +43,7 @@ export function frameToEvent(f: ReplFrame, defaultModel: string): EventPayload |
         ...seq,
       }
     case 'limit':
-      return { type: 'limit', what: text(f.what, 'output'), dropped_bytes: Number(f.dropped_bytes ?? 0), ...seq }
+      return { type: 'limit', what: text(f.what, 'output'), dropped_bytes: countOf(f.dropped_bytes) ?? 0, ...seq }
     case 'final':
       return { type: 'final', value: text(f.value, ''), ...seq }
     case 'llm_request':
@@ -61,6 +74,10 @@ export interface PendingExecution {
   timeoutMs: number
   /** 'execute' runs `code`; 'stream' gets its code in pieces through a StreamedRun. */
   kind: 'execute' | 'stream'
+  /** bash: `code` is a bash script (a child process of the REPL); absent: Python. */
+  language?: 'bash'
+  /** A bash execution's exit status, from the REPL's done (null: the sandbox died first). */
+  exitCode?: number | null
   target: EventTarget
   /** Set when the host decided the ending (timeout, kill); the REPL's own status is then overridden. */
   forcedStatus: DoneStatusT | null
@@ -71,6 +88,8 @@ export interface PendingExecution {
   timers: NodeJS.Timeout[]
   /** Serialises appends so events keep their order. */
   chain: Promise<unknown>
+  /** Frames of this execution the host has handled: its position in the container's log (logged with each event as `pos`). */
+  frames: number
   /** Bytes of events logged, and dropped by the host's own caps (a backstop to the REPL's). */
   loggedBytes: { text: number; rich: number }
   droppedBytes: number
@@ -88,7 +107,8 @@ export function newPendingExecution(
   return {
     id,
     code,
-    timeoutMs,
+    // Whole milliseconds: times computed from it reach Redis, which takes integers (timeout_s 1.7256).
+    timeoutMs: Math.ceil(timeoutMs),
     kind,
     target: target ?? { logId: id, tag: {} },
     forcedStatus: null,
@@ -97,6 +117,7 @@ export function newPendingExecution(
     ended: false,
     timers: [],
     chain: Promise.resolve(),
+    frames: 0,
     loggedBytes: { text: 0, rich: 0 },
     droppedBytes: 0,
   }

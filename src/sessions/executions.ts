@@ -15,7 +15,21 @@ import { newId } from './ids.js'
 import type { LiveSession } from './live-session.js'
 import type { SessionRegistry } from './registry.js'
 import type { SessionService } from './session-service.js'
-import { toExecution } from './views.js'
+import { toEvent, toExecution } from './views.js'
+
+/** An execution as it is when read: its record, and its events so far in pages (never all at once). */
+export interface ExecutionRead {
+  /** The execution with no events. */
+  execution: ExecutionT
+  pages: () => AsyncGenerator<ExecutionT['events']>
+}
+
+/** Whether stream id `a` comes after `b` ("ms-seq"). */
+function isAfter(a: string, b: string): boolean {
+  const [am = 0, as = 0] = a.split('-').map(Number)
+  const [bm = 0, bs = 0] = b.split('-').map(Number)
+  return am > bm || (am === bm && as > bs)
+}
 
 export interface ExecutionsDeps {
   config: Config
@@ -85,14 +99,26 @@ export class StreamedRun {
 export class Executions {
   constructor(private readonly deps: ExecutionsDeps) {}
 
-  /** Queues code; resolves with the execution id once its first event is logged. Throws limit_exceeded, session_not_found, session_dead, queue_full, quota_exceeded. */
-  async submit(tenant: string, sid: string, code: string, timeoutS?: number): Promise<string> {
+  /**
+   * Queues code; resolves with the execution id once its first event is logged; `onDone` is called at
+   * its end (a one-shot's clean-up). Throws limit_exceeded, session_not_found, session_dead, queue_full, quota_exceeded.
+   */
+  async submit(
+    tenant: string,
+    sid: string,
+    code: string,
+    timeoutS?: number,
+    onDone?: (status: DoneStatusT) => void,
+    language: 'python' | 'bash' = 'python',
+  ): Promise<string> {
     const { config, sessions, runner } = this.deps
     const tl = config.tenantLimits.for(tenant)
     checkCeilings(tl, { timeout_s: timeoutS })
     const timeout = timeoutS ?? Math.min(config.EXEC_TIMEOUT_S, tl.max_exec_timeout_s)
     const live = await sessions.usable(await sessions.record(tenant, sid))
     const ex = newPendingExecution(newId('exe'), code, timeout * 1000)
+    if (language === 'bash') ex.language = 'bash'
+    ex.onDone = onDone
     await runner.enqueue(live, ex)
     return ex.id
   }
@@ -125,13 +151,24 @@ export class Executions {
     throw new AppError('nothing_running', 'no execution is running in this session')
   }
 
-  /** An execution with every event so far. */
-  async get(tenant: string, sid: string, eid: string): Promise<ExecutionT> {
+  /** An execution with every event so far (up to the last one when it is read), in bounded pages. */
+  async read(tenant: string, sid: string, eid: string): Promise<ExecutionRead> {
     const rec = await this.record(tenant, sid, eid)
     const { store } = this.deps
-    const events: LoggedEvent[] = []
-    for (let page = await store.readEvents(sid, eid, ''); page.length; page = await store.readEvents(sid, eid, page[page.length - 1]!.id)) events.push(...page)
-    return toExecution(rec, events)
+    const last = await store.lastEvent(sid, eid)
+    return {
+      execution: toExecution(rec, []),
+      pages: async function* () {
+        if (!last) return
+        let after = ''
+        while (after !== last.id) {
+          const page = (await store.readEvents(sid, eid, after)).filter((e) => !isAfter(e.id, last.id))
+          if (page.length === 0) return // the log was dropped or trimmed meanwhile
+          yield page.map(toEvent)
+          after = page.at(-1)!.id
+        }
+      },
+    }
   }
 
   /** Checks access and returns the record; 404 when it is missing or another tenant's. */
@@ -152,18 +189,10 @@ export class Executions {
     return (await this.deps.store.readEvents(sid, eid, afterId, 1)).length
   }
 
-  /** Waits for an execution's end (for JSON clients) and returns it whole, from the events read while following. */
-  async wait(tenant: string, sid: string, eid: string, signal: AbortSignal): Promise<ExecutionT> {
-    const events: LoggedEvent[] = []
-    await this.follow(
-      sid,
-      eid,
-      '',
-      (e) => {
-        events.push(e)
-      },
-      signal,
-    )
-    return toExecution(await this.record(tenant, sid, eid), events)
+  /** Waits for an execution's end (for JSON clients, who then read it): follows its log from its last event to its `done`. */
+  async waitForEnd(sid: string, eid: string, signal: AbortSignal): Promise<void> {
+    const last = await this.deps.store.lastEvent(sid, eid)
+    if (last?.type === 'done') return
+    await this.follow(sid, eid, last?.id ?? '', () => undefined, signal)
   }
 }

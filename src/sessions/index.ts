@@ -4,24 +4,37 @@
 import type { Logger } from 'pino'
 import type { Config } from '../config.js'
 import type { DockerSandboxDriver } from '../sandbox/docker-driver.js'
+import { HostMemory } from '../sandbox/host-memory.js'
 import type { EventFeed } from '../store/event-feed.js'
+import { PoolStore } from '../store/pool-store.js'
 import type { RedisStore } from '../store/redis-store.js'
 import { Adoption } from './adoption.js'
 import { DrivenLogs } from './driven-logs.js'
 import { ExecutionRunner } from './execution-runner.js'
 import { Executions } from './executions.js'
+import { HostCapacity } from './host-capacity.js'
 import type { LlmRequestHandler } from './llm-requests.js'
 import type { Metrics } from './metrics.js'
 import { Reaper } from './reaper.js'
 import { RecordedExecutions } from './recorded-executions.js'
+import { OneShots } from './one-shot.js'
+import { WarmPool } from './pool.js'
+import { PoolSweep } from './pool-sweep.js'
 import { SessionRegistry } from './registry.js'
+import { SandboxSource } from './sandbox-source.js'
 import { SessionService } from './session-service.js'
+import { SessionFiles } from './files.js'
+import { WorkspaceFiles } from '../sandbox/workspace-files.js'
+import { TemplateImages } from './template-images.js'
 
 export type { SessionService } from './session-service.js'
-export type { Executions, StreamedRun } from './executions.js'
+export type { SessionFiles } from './files.js'
+export type { OneShots } from './one-shot.js'
+export type { TemplateImages } from './template-images.js'
+export type { ExecutionRead, Executions, StreamedRun } from './executions.js'
 export type { DrivenLog } from './driven-logs.js'
 export type { EventPayload } from './execution.js'
-export type { LlmReply, LlmRequestContext, LlmRequestHandler } from './llm-requests.js'
+export type { LlmReply, LlmRequestContext, LlmRequestHandler, RunningExecution } from './llm-requests.js'
 
 export interface SessionLayerDeps {
   config: Config
@@ -37,24 +50,39 @@ export interface SessionLayerDeps {
 export interface SessionLayer {
   sessions: SessionService
   executions: Executions
+  /** POST /v1/execute: code in a fresh sandbox (from the warm pool), removed after its `done`. */
+  oneShots: OneShots
+  /** A session's /workspace files (also `files.write(sessionId, path, data)` for one-shot input files). */
+  files: SessionFiles
+  templates: TemplateImages
   /** Removes leftover containers, re-adopts this instance's sessions, starts the reaper and lease renewal. */
   start(): Promise<void>
-  /** Stops background work and detaches from every sandbox (they keep running, for re-adoption). */
-  close(): void
+  /** Stops background work and detaches from every sandbox (they keep running, for re-adoption); removes the warm pool's. */
+  close(): Promise<void>
   /** Sessions attached to this instance. */
   attachedCount(): number
 }
 
 export function createSessionLayer(deps: SessionLayerDeps): SessionLayer {
   const { config, store, feed, driver, log, metrics } = deps
-  const runner = new ExecutionRunner(deps)
+  // The runner lets go of a session it cannot go on with through adoption (built below, called later).
+  const runner = new ExecutionRunner({ ...deps, letGo: (live, why) => void adoption.letGo(live, why) })
   const registry = new SessionRegistry(runner, metrics)
   const recorded = new RecordedExecutions(config, store, feed)
   const driven = new DrivenLogs(store, feed)
   const adoption = new Adoption({ config, store, driver, log, registry, runner, recorded, driven, llmRequests: deps.llmRequests })
-  const sessions = new SessionService({ config, store, driver, log, metrics, registry, runner, adoption, recorded })
+  const capacity = new HostCapacity(new HostMemory(driver.docker, config.DOCKER_TIMEOUT_MS), config.HOST_MEMORY_SHARE, log)
+  const templates = new TemplateImages(config, driver, log)
+  const poolStore = new PoolStore(store)
+  const pool = new WarmPool({ config, driver, log: log.child({ component: 'pool' }), metrics, capacity, templates, poolStore })
+  const poolSweep = new PoolSweep({ config, driver, log, pool, poolStore })
+  const sandboxes = new SandboxSource({ config, driver, capacity, templates, pool })
+  const sessions = new SessionService({ config, store, driver, log, metrics, registry, runner, adoption, recorded, sandboxes })
   const executions = new Executions({ config, store, feed, sessions, registry, adoption, runner, driven })
-  const reaper = new Reaper({ config, store, driver, log, metrics, registry, sessions, adoption })
+  const workspace = new WorkspaceFiles({ docker: driver.docker, user: config.SANDBOX_USER, timeoutMs: config.DOCKER_TIMEOUT_MS })
+  const files = new SessionFiles({ config, store, sessions, files: workspace, log: log.child({ component: 'files' }) })
+  const oneShots = new OneShots({ config, sessions, executions, files, log })
+  const reaper = new Reaper({ config, store, driver, log, metrics, registry, sessions, adoption, runner, recorded, driven })
   const timers: NodeJS.Timeout[] = []
   let closed = false
 
@@ -77,16 +105,25 @@ export function createSessionLayer(deps: SessionLayerDeps): SessionLayer {
   return {
     sessions,
     executions,
+    oneShots,
+    files,
+    templates,
     async start() {
       await reaper.removeOrphans()
+      await poolSweep.sweep().catch((err: unknown) => log.warn({ err }, 'the warm-pool sweep failed at start; it runs again soon'))
       await adoption.readoptAll()
       every(config.REAPER_INTERVAL_MS, () => reaper.reapDue())
       every(Math.floor(config.LEASE_TTL_MS / 3), () => adoption.renewLeases())
+      every(Math.floor(config.LEASE_TTL_MS / 3), () => pool.heartbeat())
+      every(config.LEASE_TTL_MS, () => poolSweep.sweep())
+      await pool.start()
+      void templates.checkAll()
     },
-    close() {
+    async close() {
       closed = true
       for (const t of timers) clearInterval(t)
       registry.releaseAll()
+      await pool.close()
     },
     attachedCount: () => registry.size,
   }

@@ -15,6 +15,29 @@ export function createMetrics() {
       buckets: [0.1, 0.25, 0.5, 1, 2, 5, 10, 30],
     }),
     sessionsReaped: new Counter({ name: 'replcast_sessions_reaped_total', help: 'Idle sessions reaped by this instance', registers: [registry] }),
+    /** Set by the warm pool (pool.ts). */
+    poolSandboxes: new Gauge({
+      name: 'replcast_pool_sandboxes',
+      help: "This instance's warm-pool sandboxes, by state (ready: waiting to be taken; starting: being made)",
+      labelNames: ['state'],
+      registers: [registry],
+    }),
+    poolTakes: new Counter({
+      name: 'replcast_pool_takes_total',
+      help: 'Requests that matched the warm pool, by result (hit: got a pooled sandbox; miss: none was ready, made cold; discarded: a pooled sandbox found dead and removed)',
+      labelNames: ['result'],
+      registers: [registry],
+    }),
+    poolCreateFailures: new Counter({
+      name: 'replcast_pool_create_failures_total',
+      help: 'Warm-pool sandboxes that could not be made or died while waiting (refills back off after each)',
+      registers: [registry],
+    }),
+    redisWriteRetries: new Counter({
+      name: 'replcast_redis_write_retries_total',
+      help: "Writes retried because Redis failed (an execution's end)",
+      registers: [registry],
+    }),
     executionsQueued: new Counter({ name: 'replcast_executions_submitted_total', help: 'Executions accepted', registers: [registry] }),
     executions: new Counter({ name: 'replcast_executions_total', help: 'Executions ended, by done status', labelNames: ['status'], registers: [registry] }),
     executionSeconds: new Histogram({

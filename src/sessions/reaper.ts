@@ -1,17 +1,25 @@
 // Background clean-up: idle sessions past their deadline are deleted (whichever instance claims
-// them first), busy sessions whose instance is gone are adopted, and containers that Redis no
-// longer knows are removed.
+// them first, under a claim that lapses if that instance dies), busy sessions whose instance is
+// gone are adopted, executions whose end was never recorded are ended, sandboxes that could not be
+// killed are removed, and containers that Redis no longer knows are removed.
 import type { Logger } from 'pino'
 import type { Config } from '../config.js'
+import { withTimeout } from '../retry.js'
 import type { DockerSandboxDriver } from '../sandbox/docker-driver.js'
-import type { RedisStore } from '../store/redis-store.js'
+import type { RedisStore, SessionRecord } from '../store/redis-store.js'
 import type { Adoption } from './adoption.js'
+import type { DrivenLogs } from './driven-logs.js'
+import type { ExecutionRunner } from './execution-runner.js'
+import type { LiveSession } from './live-session.js'
 import type { Metrics } from './metrics.js'
+import type { RecordedExecutions } from './recorded-executions.js'
 import type { SessionRegistry } from './registry.js'
 import type { SessionService } from './session-service.js'
 
 /** How long a claimed session whose reaping failed waits before it is tried again. */
 const RETRY_MS = 5000
+/** Sessions reaped at once: one that hangs holds up only its own place. */
+const PARALLEL = 8
 
 export interface ReaperDeps {
   config: Config
@@ -22,23 +30,45 @@ export interface ReaperDeps {
   registry: SessionRegistry
   sessions: SessionService
   adoption: Adoption
+  runner: ExecutionRunner
+  recorded: RecordedExecutions
+  driven: DrivenLogs
 }
 
 export class Reaper {
-  constructor(private readonly deps: ReaperDeps) {}
+  /** How long one session's reaping may take: a few Docker calls, and Redis writes retried for a while. */
+  private readonly reapTimeoutMs: number
+  /** How long a claim keeps other instances off a session: longer than the reaping it covers. */
+  private readonly claimMs: number
+  /** How far past its limit an unfinished execution must be to count as stale: its instance's own efforts to end it come first. */
+  private readonly staleMs: number
 
-  /** Handles every session whose deadline has passed. */
+  constructor(private readonly deps: ReaperDeps) {
+    const c = deps.config
+    this.reapTimeoutMs = 4 * c.DOCKER_TIMEOUT_MS + c.REDIS_RETRY_MS
+    this.claimMs = 2 * this.reapTimeoutMs
+    this.staleMs = 4 * c.DOCKER_TIMEOUT_MS + c.REDIS_RETRY_MS + c.LEASE_TTL_MS
+  }
+
+  /** Handles every session whose deadline has passed, several at once, each within its time. */
   async reapDue(): Promise<void> {
     const { store, log } = this.deps
-    for (const sid of await store.claimDue(Date.now())) {
-      try {
-        await this.reapOne(sid)
-      } catch (err) {
-        // Claimed but not handled: back in the set, to be tried again.
-        log.warn({ err, sessionId: sid }, 'reaping failed; will retry')
-        await store.restoreDeadline(sid, Date.now() + RETRY_MS).catch(() => undefined)
+    const now = Date.now()
+    const claimedUntil = now + this.claimMs
+    const queue = await store.claimDue(now, this.claimMs)
+    const worker = async () => {
+      for (let sid = queue.shift(); sid !== undefined; sid = queue.shift()) {
+        try {
+          await withTimeout(this.reapOne(sid, claimedUntil), this.reapTimeoutMs, 'reaping a session')
+        } catch (err) {
+          // Not handled: tried again soon. (Work that timed out may still be running: its claim
+          // keeps others off until it lapses, and the work settles the claim itself if it ends.)
+          log.warn({ err, sessionId: sid }, 'reaping failed; will retry')
+          await store.settleClaim(sid, claimedUntil, Date.now() + RETRY_MS).catch(() => undefined)
+        }
       }
     }
+    await Promise.all(Array.from({ length: Math.min(PARALLEL, queue.length) }, worker))
   }
 
   /** Removes this deployment's containers whose session Redis does not know. */
@@ -46,14 +76,15 @@ export class Reaper {
     const { store, driver, config, log } = this.deps
     const known = await store.allSessionIds()
     for (const c of await driver.listManaged(config.REPLCAST_DEPLOYMENT)) {
-      if (known.has(c.sessionId)) continue
+      // Warm-pool containers carry no session label: the pool's sweep (pool-sweep.ts) decides on them.
+      if (c.pooled || known.has(c.sessionId)) continue
       log.warn({ containerId: c.id, sessionId: c.sessionId }, 'removing a sandbox unknown to Redis')
-      await driver.remove(c.id)
+      await driver.remove(c.id).catch((err: unknown) => log.warn({ err, containerId: c.id }, 'could not remove a sandbox unknown to Redis'))
     }
   }
 
-  private async reapOne(sid: string): Promise<void> {
-    const { store, registry, adoption, sessions, log } = this.deps
+  private async reapOne(sid: string, claimedUntil: number): Promise<void> {
+    const { store, registry, adoption, sessions, driver, config, log } = this.deps
     const rec = await store.getSession(sid)
     if (!rec) return
     const now = Date.now()
@@ -61,19 +92,43 @@ export class Reaper {
     if (rec.status === 'busy') {
       // Past a running execution's own time limit. If no instance holds the session, its instance
       // is gone: adopt it here, which resumes the execution and enforces its timeout.
-      if (!registry.has(sid) && !(await store.leaseHolder(sid))) {
+      const live = registry.get(sid)
+      const holder = live ? config.instanceId : await store.leaseHolder(sid)
+      if (!live && (!holder || holder === config.instanceId)) {
         log.warn({ sessionId: sid }, 'busy session without an instance; adopting it')
         await adoption.ensureLocal(rec).catch((err: unknown) => log.warn({ err, sessionId: sid }, 'could not adopt an orphaned busy session'))
+      } else {
+        await this.endStale(rec, live)
       }
-      await store.restoreDeadline(sid, now + rec.idle_timeout_s * 1000)
+      await store.settleClaim(sid, claimedUntil, now + rec.idle_timeout_s * 1000)
       return
     }
-    if (deadline > now) {
-      await store.restoreDeadline(sid, deadline)
+    // Before its idle deadline only a dead session whose sandbox still runs goes: it could not be killed.
+    const unkillable = deadline > now && rec.status === 'dead' && rec.container_id !== '' && (await driver.inspectExit(rec.container_id)).running
+    if (deadline > now && !unkillable) {
+      await store.settleClaim(sid, claimedUntil, deadline)
       return
     }
-    log.info({ sessionId: sid, tenant: rec.tenant }, 'reaping idle session')
+    log.info({ sessionId: sid, tenant: rec.tenant }, unkillable ? 'removing a sandbox that could not be killed' : 'reaping idle session')
     await sessions.destroy(rec, 'killed')
     this.deps.metrics.sessionsReaped.inc()
+  }
+
+  /**
+   * Ends the executions of a busy session whose end was never recorded, long past their limit
+   * (their instance lost Redis or Docker at the time), so the session is not busy forever.
+   */
+  private async endStale(rec: SessionRecord, live: LiveSession | undefined): Promise<void> {
+    const { recorded, runner, driven, store, log } = this.deps
+    const drivenHere = live ? (ex: { id: string }) => runner.has(live, ex.id) || driven.drives(ex.id) : null
+    const stale = await recorded.stale(rec, this.staleMs, drivenHere)
+    if (stale.length === 0) return
+    for (const ex of stale) {
+      log.warn({ sessionId: rec.id, executionId: ex.id }, 'ending an execution whose end was never recorded')
+      const why = "this execution's end was never recorded (its API instance lost Redis or the Docker engine at the time, or stopped); the reaper ended it"
+      await recorded.endOrphaned(rec, ex, 'killed', why)
+    }
+    const busy = live ? runner.isBusy(live) : (await recorded.unfinished(rec)).length > 0
+    if (!busy) await store.updateSession(rec.id, { status: 'ready', last_active_at: Date.now() })
   }
 }

@@ -13,8 +13,10 @@ import type { LiveSession } from './live-session.js'
 import type { Metrics } from './metrics.js'
 import type { RecordedExecutions } from './recorded-executions.js'
 import type { SessionRegistry } from './registry.js'
-import { resolveSessionLimits, sandboxSpec } from './session-limits.js'
+import type { SandboxSource } from './sandbox-source.js'
+import { resolveSessionLimits } from './session-limits.js'
 import { toSession } from './views.js'
+import { DEFAULT_TEMPLATE } from '../templates.js'
 
 export interface SessionServiceDeps {
   config: Config
@@ -26,14 +28,17 @@ export interface SessionServiceDeps {
   runner: ExecutionRunner
   adoption: Adoption
   recorded: RecordedExecutions
+  sandboxes: SandboxSource
 }
 
 export class SessionService {
   private runtimes: Set<string> | null = null
+  /** Each session's latest restart or deletion here: each waits for the one before it (see inTurn). */
+  private readonly restarts = new Map<string, Promise<unknown>>()
 
   constructor(private readonly deps: SessionServiceDeps) {}
 
-  /** Throws unauthorized, limit_exceeded, runtime_unavailable, quota_exceeded, sandbox_failed. */
+  /** Throws unauthorized, limit_exceeded, runtime_unavailable, unknown_template, quota_exceeded, capacity, sandbox_failed, template_unusable. */
   async create(tenant: string, body: CreateSessionBodyT): Promise<SessionT> {
     if (!tenant) throw new AppError('unauthorized', 'no tenant for this request')
     const { config: c, store, driver, adoption, registry } = this.deps
@@ -54,20 +59,31 @@ export class SessionService {
       env: body.env ?? {},
       container_id: '',
       execution_count: 0,
+      template: body.template ?? DEFAULT_TEMPLATE,
     }
+    // A request the warm pool matches takes a pooled sandbox; otherwise a host whose memory is
+    // promised already refuses (503 capacity) before anything is written.
+    const place = await this.deps.sandboxes.reserve(rec)
     // The deadline covers start-up too, so a crash mid-create still gets the session reaped.
-    if (!(await store.createSession(rec, now + idle * 1000 + c.SANDBOX_START_TIMEOUT_MS, maxSessions))) {
+    const created = await store.createSession(rec, now + idle * 1000 + c.SANDBOX_START_TIMEOUT_MS, maxSessions).catch((err: unknown) => {
+      place.release()
+      throw err
+    })
+    if (!created) {
+      place.release()
       throw new AppError('quota_exceeded', `tenant already has ${maxSessions} sessions (the maximum); delete one first`, { headers: { 'retry-after': '10' } })
     }
     const log = this.deps.log.child({ sessionId: rec.id, tenant })
     const t0 = performance.now()
     let handle: SandboxHandle | null = null
     try {
-      handle = await driver.create(sandboxSpec(c, { sessionId: rec.id, tenant, runtime, limits, env: rec.env }))
+      handle = await place.start()
+      await place.confirm()
       rec.container_id = handle.containerId
       await store.updateSession(rec.id, { container_id: handle.containerId })
-      const live = adoption.attach(rec, handle, false)
-      await live.client.ready
+      // A pooled sandbox's REPL said ready before it was taken: the session's client expects no other.
+      const live = adoption.attach(rec, handle, place.pooled)
+      await place.ready(live.client.ready)
       await store.acquireLease(rec.id, c.instanceId, c.LEASE_TTL_MS)
       await store.addInstanceSession(c.instanceId, rec.id)
       rec.status = 'ready'
@@ -84,6 +100,8 @@ export class SessionService {
       await store.deleteSession(rec)
       if (err instanceof AppError) throw err
       throw new AppError('sandbox_failed', 'the sandbox could not be started', { cause: err })
+    } finally {
+      place.release()
     }
   }
 
@@ -109,8 +127,12 @@ export class SessionService {
     this.deps.log.info({ sessionId: id, tenant }, 'session deleted')
   }
 
-  /** Ends every execution, removes the container and the session's state. Safe to call twice. */
+  /** Ends every execution, removes the container and the session's state, after a restart in progress. Safe to call twice. */
   async destroy(rec: SessionRecord, status: DoneStatusT): Promise<void> {
+    await this.inTurn(rec.id, () => this.destroyNow(rec, status))
+  }
+
+  private async destroyNow(rec: SessionRecord, status: DoneStatusT): Promise<void> {
     const { registry, runner, store, recorded, driver, config } = this.deps
     const live = registry.get(rec.id)
     if (live) {
@@ -126,8 +148,34 @@ export class SessionService {
     await store.removeInstanceSession(config.instanceId, rec.id)
   }
 
-  /** A fresh interpreter and workspace in the same container. Throws session_dead, session_elsewhere, sandbox_failed. */
+  /**
+   * A fresh interpreter and workspace in the same container. Concurrent restarts of one session are
+   * serialized: each waits for the one before it, then restarts again (only the lease holder
+   * restarts, so one instance's order is the order). Throws session_dead, session_elsewhere, sandbox_failed.
+   */
   async restart(tenant: string, id: string): Promise<SessionT> {
+    await this.record(tenant, id)
+    return this.inTurn(id, () => this.restartOnce(tenant, id))
+  }
+
+  /**
+   * Runs `work` after the session's restarts and deletions before it (`restarts` holds the latest):
+   * a restart never meets a container being removed, a delete never one being restarted, and a
+   * restart queued behind a delete finds no session (404).
+   */
+  private async inTurn<T>(id: string, work: () => Promise<T>): Promise<T> {
+    const before = this.restarts.get(id) ?? Promise.resolve()
+    const mine = before.catch(() => undefined).then(work)
+    this.restarts.set(id, mine)
+    try {
+      return await mine
+    } finally {
+      if (this.restarts.get(id) === mine) this.restarts.delete(id)
+    }
+  }
+
+  private async restartOnce(tenant: string, id: string): Promise<SessionT> {
+    // Read again: a restart before this one may have changed it (or the session may be gone).
     const rec = await this.record(tenant, id)
     if (!rec.container_id) throw new AppError('session_dead', 'the session has no sandbox')
     await this.deps.adoption.holding(id, this.restartLive(rec))

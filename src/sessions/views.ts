@@ -1,6 +1,7 @@
 // Stored records → the API's shapes (Session, Execution).
 import type { ExecutionT, SessionT } from '../schemas.js'
 import type { ExecutionRecord, LoggedEvent, SessionRecord } from '../store/redis-store.js'
+import { DEFAULT_TEMPLATE } from '../templates.js'
 
 const iso = (ms: number) => new Date(ms).toISOString()
 
@@ -16,8 +17,12 @@ export function toSession(r: SessionRecord): SessionT {
     limits: r.limits,
     metadata: r.metadata,
     execution_count: r.execution_count ?? 0,
+    template: r.template || DEFAULT_TEMPLATE,
   }
 }
+
+/** A logged event as the API shows it (the REPL's frame sequence number and the host's frame position are the host's business). */
+export const toEvent = ({ seq: _seq, pos: _pos, ...e }: LoggedEvent): ExecutionT['events'][number] => e as ExecutionT['events'][number]
 
 export function toExecution(r: ExecutionRecord, events: LoggedEvent[]): ExecutionT {
   return {
@@ -29,6 +34,6 @@ export function toExecution(r: ExecutionRecord, events: LoggedEvent[]): Executio
     ended_at: r.ended_at ? iso(r.ended_at) : null,
     duration_ms: r.duration_ms,
     execution_count: r.execution_count,
-    events: events.map(({ seq: _seq, ...e }) => e) as ExecutionT['events'],
+    events: events.map(toEvent),
   }
 }

@@ -162,10 +162,16 @@ export class EventFeed {
         continue
       }
       try {
-        const res = await this.blocking.xread('COUNT', 1000, 'BLOCK', BLOCK_MS, 'STREAMS', ...keys, ...keys.map((k) => this.seen.get(k) ?? '0-0'))
+        // One entry per key, then on to the log's newest: only ids matter here (readers re-read the log
+        // from their own position, in bounded pages), and a thousand entries of a large log would be
+        // hundreds of MB read for nothing.
+        const res = await this.blocking.xread('COUNT', 1, 'BLOCK', BLOCK_MS, 'STREAMS', ...keys, ...keys.map((k) => this.seen.get(k) ?? '0-0'))
         for (const [key, entries] of res ?? []) {
           const lastEntry = entries[entries.length - 1]
-          if (lastEntry && this.remote.has(key)) this.seen.set(key, lastEntry[0])
+          if (lastEntry && this.remote.has(key)) {
+            const [newest] = await this.store.redis.xrevrange(key, '+', '-', 'COUNT', 1)
+            if (this.remote.has(key)) this.seen.set(key, newest?.[0] ?? lastEntry[0])
+          }
           for (const cb of this.watchers.get(key) ?? []) cb()
         }
       } catch (err) {

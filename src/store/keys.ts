@@ -5,6 +5,8 @@ export function redisKeys(prefix: string) {
   return {
     session: (sid: string) => `${prefix}{${sid}}:session`,
     sessionExecutions: (sid: string) => `${prefix}{${sid}}:executions`,
+    // The session's executions that are queued or running: added when recorded, removed at their end.
+    sessionUnfinished: (sid: string) => `${prefix}{${sid}}:unfinished`,
     execution: (sid: string, eid: string) => `${prefix}{${sid}}:exec:${eid}`,
     events: (sid: string, eid: string) => `${prefix}{${sid}}:events:${eid}`,
     history: (sid: string) => `${prefix}{${sid}}:history`,
@@ -12,7 +14,19 @@ export function redisKeys(prefix: string) {
     tenantSessions: (tenant: string) => `${prefix}tenant:${tenant}:sessions`,
     tenantRunning: (tenant: string) => `${prefix}tenant:${tenant}:running`,
     tenantRate: (tenant: string, window: number) => `${prefix}tenant:${tenant}:rate:${window}`,
+    // One hash tag per tenant: the LLM budget's script reads and writes the four windows together.
+    tenantLlm: (tenant: string, counter: 'calls' | 'tokens', window: string) => `${prefix}{tenant:${tenant}}:llm-${counter}:${window}`,
+    // What the tenant's event logs hold in Redis (src/store/event-bytes.ts): the total, each log's
+    // bytes, its ended logs by expiry time, and the bytes refused per log that is being truncated.
+    tenantEventBytes: (tenant: string) => `${prefix}tenant:${tenant}:event-bytes`,
+    tenantLogBytes: (tenant: string) => `${prefix}tenant:${tenant}:log-bytes`,
+    tenantEndedLogs: (tenant: string) => `${prefix}tenant:${tenant}:ended-logs`,
+    tenantTruncatedLogs: (tenant: string) => `${prefix}tenant:${tenant}:truncated-logs`,
     instanceSessions: (iid: string) => `${prefix}instance:${iid}:sessions`,
+    // The warm pool (src/sessions/pool.ts): an instance's heartbeat while it keeps pooled sandboxes,
+    // and which session took each pooled container (container id → session id).
+    instancePool: (iid: string) => `${prefix}instance:${iid}:pool`,
+    poolBindings: () => `${prefix}pool-bindings`,
     deadlines: () => `${prefix}deadlines`,
     secret: () => `${prefix}stream-token-secret`,
   }

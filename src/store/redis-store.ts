@@ -2,73 +2,26 @@
 // their event logs (one Redis Stream per execution; stream ids are the SSE ids).
 import { randomBytes } from 'node:crypto'
 import type { Redis } from 'ioredis'
+import { EventBytes } from './event-bytes.js'
+import { readPage } from './event-pages.js'
 import { redisKeys, type RedisKeys } from './keys.js'
+import { fromHash, toHash, type ExecutionRecord, type LoggedEvent, type SessionRecord } from './records.js'
 
-export interface SessionRecord {
-  id: string
-  tenant: string
-  status: 'starting' | 'ready' | 'busy' | 'dead'
-  created_at: number
-  last_active_at: number
-  idle_timeout_s: number
-  runtime: 'runc' | 'runsc'
-  limits: { memory_mb: number; cpus: number; pids: number; workspace_mb: number; output_bytes: number }
-  metadata: Record<string, string>
-  env: Record<string, string>
-  container_id: string
-  execution_count: number
-}
+export type { ExecutionRecord, LoggedEvent, SessionRecord } from './records.js'
 
-export interface ExecutionRecord {
-  id: string
-  session_id: string
-  tenant: string
-  status: string
-  created_at: number
-  started_at: number | null
-  ended_at: number | null
-  duration_ms: number | null
-  execution_count: number | null
-  /** What is needed to run it again after an API restart while it waited in the queue. */
-  /** execute: code; stream: code streamed in (an LLM step); turn: an LLM turn, driven by its instance only. */
-  kind?: 'execute' | 'stream' | 'turn'
-  code?: string
-  timeout_ms?: number
-}
-
-export interface LoggedEvent {
-  id: string
-  type: string
-  [k: string]: unknown
-}
-
-const JSON_FIELDS = new Set(['limits', 'metadata', 'env'])
-const NUM_FIELDS = new Set(['timeout_ms', 'created_at', 'last_active_at', 'idle_timeout_s', 'execution_count', 'started_at', 'ended_at', 'duration_ms'])
-
-function toHash(obj: object): Record<string, string> {
-  const out: Record<string, string> = {}
-  for (const [k, v] of Object.entries(obj)) {
-    if (v === undefined) continue
-    out[k] = JSON_FIELDS.has(k) ? JSON.stringify(v) : v === null ? '' : String(v)
-  }
-  return out
-}
-
-function fromHash<T>(h: Record<string, string>): T {
-  const out: Record<string, unknown> = {}
-  for (const [k, v] of Object.entries(h)) {
-    if (JSON_FIELDS.has(k)) out[k] = JSON.parse(v)
-    else if (NUM_FIELDS.has(k)) out[k] = v === '' ? null : Number(v)
-    else out[k] = v
-  }
-  return out as T
-}
-
-// Claims due ids atomically: whichever instance runs it first removes them, so each is reaped once.
+// Claims due ids atomically with a lease: their deadline moves to the end of the claim (ARGV[3]),
+// so no other instance takes them meanwhile, and one that dies mid-batch loses nothing: when the
+// claim lapses they are due again. The work removes or moves them when done (SETTLE_CLAIM).
 const CLAIM_DUE = `
 local ids = redis.call('ZRANGE', KEYS[1], '-inf', ARGV[1], 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[2]))
-for _, id in ipairs(ids) do redis.call('ZREM', KEYS[1], id) end
+for _, id in ipairs(ids) do redis.call('ZADD', KEYS[1], ARGV[3], id) end
 return ids`
+
+// Ends a claim: the new deadline replaces the claim's, unless something moved it meanwhile (the
+// session was used, or deleted), which then stands.
+const SETTLE_CLAIM = `
+if redis.call('ZSCORE', KEYS[1], ARGV[1]) == ARGV[2] then redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1]) return 1 end
+return 0`
 
 // Sets the lease when free or already ours; returns the holder.
 const ACQUIRE_LEASE = `
@@ -81,12 +34,13 @@ return cur`
 
 // A tenant's executions that are queued or running: a sorted set of ids scored by the time by
 // which each must have ended, so an id left behind by a crashed instance frees itself.
-// Adds the id only while fewer than the cap are live; returns 1 on success.
+// Adds the id only while fewer than the cap are live; returns 1 on success. The set expires with
+// its latest member, never its newest: a short execution must not take the long ones' slots with it.
 const ACQUIRE_SLOT = `
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
 if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then return 0 end
 redis.call('ZADD', KEYS[1], ARGV[3], ARGV[4])
-redis.call('PEXPIREAT', KEYS[1], ARGV[3])
+redis.call('PEXPIREAT', KEYS[1], math.ceil(tonumber(redis.call('ZRANGE', KEYS[1], 0, 0, 'REV', 'WITHSCORES')[2])))
 return 1`
 
 // Creates a session only while the tenant has fewer than the cap; returns 1 on success.
@@ -107,13 +61,17 @@ return 1`
 
 export class RedisStore {
   readonly keys: RedisKeys
+  /** Every event appended is counted against its tenant's max_event_bytes (`eventBytesLimit`; none without it). */
+  private readonly eventBytes: EventBytes
 
   constructor(
     readonly redis: Redis,
     prefix: string,
-    private readonly opts: { eventMaxLen: number; eventTtlS: number },
+    private readonly opts: { eventMaxLen: number; eventTtlS: number; eventBytesLimit?: (tenant: string) => number },
   ) {
     this.keys = redisKeys(prefix)
+    const limitFor = opts.eventBytesLimit ?? (() => Number.MAX_SAFE_INTEGER)
+    this.eventBytes = new EventBytes(redis, this.keys, { prefix, maxLen: opts.eventMaxLen, ttlS: opts.eventTtlS, limitFor })
   }
 
   // ---- sessions ----
@@ -155,7 +113,13 @@ export class RedisStore {
     const eids = await this.redis.lrange(this.keys.sessionExecutions(rec.id), 0, -1)
     const m = this.redis
       .multi()
-      .del(this.keys.session(rec.id), this.keys.sessionExecutions(rec.id), this.keys.history(rec.id), this.keys.lease(rec.id))
+      .del(
+        this.keys.session(rec.id),
+        this.keys.sessionExecutions(rec.id),
+        this.keys.sessionUnfinished(rec.id),
+        this.keys.history(rec.id),
+        this.keys.lease(rec.id),
+      )
       .srem(this.keys.tenantSessions(rec.tenant), rec.id)
       .zrem(this.keys.deadlines(), rec.id)
     for (const eid of eids) m.expire(this.keys.execution(rec.id, eid), this.opts.eventTtlS).expire(this.keys.events(rec.id, eid), this.opts.eventTtlS)
@@ -187,12 +151,12 @@ export class RedisStore {
   }
 
   /** Execution start: session busy (its deadline after the execution's own limit), execution running, optionally its `running` status event. */
-  async recordStart(sid: string, eid: string, startedAt: number, statusEvent: object | null, deadlineMs: number): Promise<void> {
+  async recordStart(sid: string, eid: string, startedAt: number, statusEvent: object | null, deadlineMs: number, tenant: string): Promise<void> {
     const m = this.redis
       .multi()
-      .eval(SESSION_ACTIVITY, 2, this.keys.session(sid), this.keys.deadlines(), deadlineMs, sid, 'status', 'busy', 'last_active_at', startedAt)
+      .eval(SESSION_ACTIVITY, 2, this.keys.session(sid), this.keys.deadlines(), Math.ceil(deadlineMs), sid, 'status', 'busy', 'last_active_at', startedAt)
       .hset(this.keys.execution(sid, eid), toHash({ status: 'running', started_at: startedAt }))
-    if (statusEvent) m.xadd(this.keys.events(sid, eid), 'MAXLEN', '~', this.opts.eventMaxLen, '*', 'e', JSON.stringify(statusEvent))
+    if (statusEvent) this.eventBytes.appendIn(m, tenant, sid, eid, statusEvent)
     await m.exec()
   }
 
@@ -210,22 +174,25 @@ export class RedisStore {
     session: { fields: Partial<SessionRecord>; deadlineMs: number } | null,
   ): Promise<void> {
     const m = this.redis.multi()
-    if (done) m.xadd(this.keys.events(sid, eid), 'MAXLEN', '~', this.opts.eventMaxLen, '*', 'e', JSON.stringify(done))
+    this.eventBytes.endIn(m, tenant, sid, eid, done)
     m.hset(this.keys.execution(sid, eid), toHash(fields))
       .expire(this.keys.execution(sid, eid), this.opts.eventTtlS)
       .expire(this.keys.events(sid, eid), this.opts.eventTtlS)
       .zrem(this.keys.tenantRunning(tenant), eid)
+      .srem(this.keys.sessionUnfinished(sid), eid)
     if (session)
       m.eval(SESSION_ACTIVITY, 2, this.keys.session(sid), this.keys.deadlines(), session.deadlineMs, sid, ...Object.entries(toHash(session.fields)).flat())
     await m.exec()
   }
 
-  async claimDue(nowMs: number, max = 100): Promise<string[]> {
-    return (await this.redis.eval(CLAIM_DUE, 1, this.keys.deadlines(), nowMs, max)) as string[]
+  /** Claims up to `max` sessions due at `nowMs` until `nowMs + claimMs`; settle each claim when its work is done. */
+  async claimDue(nowMs: number, claimMs: number, max = 100): Promise<string[]> {
+    return (await this.redis.eval(CLAIM_DUE, 1, this.keys.deadlines(), nowMs, max, nowMs + claimMs)) as string[]
   }
 
-  async restoreDeadline(id: string, deadlineMs: number): Promise<void> {
-    await this.redis.zadd(this.keys.deadlines(), 'NX', deadlineMs, id)
+  /** Replaces the claim (made with `claimedUntil`) by the session's next deadline; false when something moved it meanwhile. */
+  async settleClaim(id: string, claimedUntil: number, deadlineMs: number): Promise<boolean> {
+    return (await this.redis.eval(SETTLE_CLAIM, 1, this.keys.deadlines(), id, String(claimedUntil), deadlineMs)) === 1
   }
 
   // ---- leases: which API instance is attached to a session ----
@@ -274,7 +241,7 @@ export class RedisStore {
   // ---- quotas ----
   /** Takes one of the tenant's `max` execution slots for `eid` until `untilMs` at the latest. */
   async acquireRunningSlot(tenant: string, eid: string, max: number, untilMs: number): Promise<boolean> {
-    return (await this.redis.eval(ACQUIRE_SLOT, 1, this.keys.tenantRunning(tenant), Date.now(), max, untilMs, eid)) === 1
+    return (await this.redis.eval(ACQUIRE_SLOT, 1, this.keys.tenantRunning(tenant), Date.now(), max, Math.ceil(untilMs), eid)) === 1
   }
 
   async releaseRunningSlot(tenant: string, eid: string): Promise<void> {
@@ -297,7 +264,8 @@ export class RedisStore {
       .hset(this.keys.execution(rec.session_id, rec.id), toHash(rec))
       .lpush(this.keys.sessionExecutions(rec.session_id), rec.id)
       .ltrim(this.keys.sessionExecutions(rec.session_id), 0, keepPerSession - 1)
-    if (firstEvent) m.xadd(this.keys.events(rec.session_id, rec.id), 'MAXLEN', '~', this.opts.eventMaxLen, '*', 'e', JSON.stringify(firstEvent))
+      .sadd(this.keys.sessionUnfinished(rec.session_id), rec.id)
+    if (firstEvent) this.eventBytes.appendIn(m, rec.tenant, rec.session_id, rec.id, firstEvent)
     await m.exec()
   }
 
@@ -310,28 +278,38 @@ export class RedisStore {
     return h.id ? fromHash<ExecutionRecord>(h) : null
   }
 
-  /** Appends one event; returns its stream id (the SSE id). */
-  async appendEvent(sid: string, eid: string, event: { type: string; [k: string]: unknown }): Promise<string> {
-    const id = await this.redis.xadd(this.keys.events(sid, eid), 'MAXLEN', '~', this.opts.eventMaxLen, '*', 'e', JSON.stringify(event))
-    return id as string
+  /**
+   * Appends one event; returns its stream id (the SSE id), or null when the tenant's max_event_bytes
+   * refused it (the log then got a `limit` event; `force`: small events that must be kept).
+   */
+  async appendEvent(sid: string, eid: string, event: { type: string; [k: string]: unknown }, tenant: string, force = false): Promise<string | null> {
+    return this.eventBytes.append(tenant, sid, eid, event, force)
   }
 
-  /** The REPL seq of the newest event that carries one (-1: none). */
-  async lastSeq(sid: string, eid: string): Promise<number> {
-    const rows = await this.redis.xrevrange(this.keys.events(sid, eid), '+', '-', 'COUNT', 20)
+  /** The log's last event (null: none). */
+  async lastEvent(sid: string, eid: string): Promise<LoggedEvent | null> {
+    const [row] = await this.redis.xrevrange(this.keys.events(sid, eid), '+', '-', 'COUNT', 1)
+    return row ? { ...(JSON.parse(row[1][1] ?? '{}') as { type: string }), id: row[0] } : null
+  }
+
+  /**
+   * Where the host was in a running execution's frames, from the newest event that says (`pos`:
+   * frames handled so far, `seq`: the REPL's seq then); {0, -1} when none does.
+   */
+  async resumePoint(sid: string, eid: string): Promise<{ pos: number; seq: number }> {
+    const rows = await this.redis.xrevrange(this.keys.events(sid, eid), '+', '-', 'COUNT', 100)
     for (const [, fields] of rows) {
-      const seq = (JSON.parse(fields[1] ?? '{}') as { seq?: unknown }).seq
-      if (typeof seq === 'number') return seq
+      const e = JSON.parse(fields[1] ?? '{}') as { pos?: unknown; seq?: unknown }
+      if (typeof e.pos === 'number') return { pos: e.pos, seq: typeof e.seq === 'number' ? e.seq : -1 }
     }
-    return -1
+    return { pos: 0, seq: -1 }
   }
 
-  /** Events after `afterId` (exclusive; '' = from the start), oldest first. */
-  async readEvents(sid: string, eid: string, afterId: string, count = 1000): Promise<LoggedEvent[]> {
-    const start = afterId ? `(${afterId}` : '-'
+  /** Events after `afterId` (exclusive; '' = from the start), oldest first: one page, bounded by `count` and by bytes. */
+  async readEvents(sid: string, eid: string, afterId: string, count = 100): Promise<LoggedEvent[]> {
     let rows: Array<[string, string[]]>
     try {
-      rows = await this.redis.xrange(this.keys.events(sid, eid), start, '+', 'COUNT', count)
+      rows = await readPage(this.redis, this.keys.events(sid, eid), afterId, count)
     } catch (err) {
       // Nothing can follow the largest possible id.
       if (/invalid start ID/i.test((err as Error).message)) return []

@@ -30,12 +30,18 @@ export function testEnv(extra: Record<string, string> = {}): Record<string, stri
     REPLCAST_API_KEYS: `alpha=${API_KEY},beta=${OTHER_KEY}`,
     REDIS_URL: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
+    // No warm pool unless a test asks for one (test/pool.test.ts): other tests count their containers,
+    // and four idle sandboxes per app would crowd a two-core machine.
+    SANDBOX_POOL_SIZE: '0',
     ...extra,
   }
 }
 
-/** `env` may name REPLCAST_KEY_PREFIX / REPLCAST_DEPLOYMENT to share them with another app (a second instance). */
-export async function startApp(t: Test, env: Record<string, string> = {}): Promise<Harness> {
+/**
+ * `env` may name REPLCAST_KEY_PREFIX / REPLCAST_DEPLOYMENT to share them with another app (a second instance).
+ * `opts.now`: the clock of time windows (LLM budgets), for tests that must not straddle a window's end.
+ */
+export async function startApp(t: Test, env: Record<string, string> = {}, opts: { now?: () => number } = {}): Promise<Harness> {
   const tag = randomBytes(4).toString('hex')
   const prefix = env.REPLCAST_KEY_PREFIX ?? `replcast-test-${tag}:`
   const deployment = env.REPLCAST_DEPLOYMENT ?? `test-${tag}`
@@ -52,7 +58,7 @@ export async function startApp(t: Test, env: Record<string, string> = {}): Promi
     prefix,
     redis,
     async start() {
-      app = await buildApp({ config: { ...config, PORT: port }, logger: pino({ level: config.LOG_LEVEL }) })
+      app = await buildApp({ config: { ...config, PORT: port }, logger: pino({ level: config.LOG_LEVEL }), now: opts.now })
       await app.listen({ host: '127.0.0.1', port })
       const addr = app.server.address()
       port = typeof addr === 'object' && addr ? addr.port : port

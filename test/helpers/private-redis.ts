@@ -1,22 +1,30 @@
-// A private redis-server for tests that stop and restart Redis: a free port, append-only
-// persistence in a temporary directory (so a restart keeps the data), never the shared one.
+// A private redis-server for tests that stop, crash and restart Redis: a free port, persistence as
+// replcast runs it (scripts/redis.conf) in a temporary directory, never the shared one.
 import { spawn, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { Redis } from 'ioredis'
 import { waitFor } from './wait.js'
 
 export interface PrivateRedis {
   url: string
   port: number
+  /** Where it keeps its files. */
+  dir: string
   stop(): Promise<void>
   start(): Promise<void>
+  /** SIGKILL: no chance to flush or save anything (what survives is what was already in its files). */
+  crash(): Promise<void>
   destroy(): Promise<void>
 }
 
-async function freePort(): Promise<number> {
+/** The Redis options scripts/setup.sh and docker-compose.yml use. */
+const REDIS_CONF = fileURLToPath(new URL('../../scripts/redis.conf', import.meta.url))
+
+export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const srv = createServer()
     srv.once('error', reject)
@@ -27,7 +35,8 @@ async function freePort(): Promise<number> {
   })
 }
 
-export async function startPrivateRedis(): Promise<PrivateRedis> {
+/** `persistent: false`: no append-only file (a Redis as older setup scripts started it). */
+export async function startPrivateRedis(opts: { persistent?: boolean } = {}): Promise<PrivateRedis> {
   const port = await freePort()
   const dir = mkdtempSync(join(tmpdir(), 'replcast-redis-'))
   let proc: ChildProcess | null = null
@@ -42,27 +51,28 @@ export async function startPrivateRedis(): Promise<PrivateRedis> {
       r.disconnect()
     }
   }
+  const end = async (signal: NodeJS.Signals) => {
+    const p = proc
+    if (!p || p.exitCode !== null || p.signalCode !== null) return
+    proc = null
+    const exited = new Promise((r) => p.once('exit', r))
+    p.kill(signal)
+    await exited
+  }
   const pr: PrivateRedis = {
     url: `redis://127.0.0.1:${port}`,
     port,
+    dir,
     async start() {
-      proc = spawn(
-        'redis-server',
-        ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--appendonly', 'yes', '--appendfsync', 'always', '--save', ''],
-        { stdio: 'ignore' },
-      )
+      const persistence = opts.persistent === false ? ['--appendonly', 'no'] : []
+      proc = spawn('redis-server', [REDIS_CONF, '--port', String(port), '--bind', '127.0.0.1', '--dir', dir, ...persistence], { stdio: 'ignore' })
       if (!(await waitFor(pinged, 10000))) throw new Error('private redis-server did not start')
     },
-    async stop() {
-      const p = proc
-      if (!p || p.exitCode !== null) return
-      proc = null
-      const exited = new Promise((r) => p.once('exit', r))
-      p.kill('SIGTERM')
-      await exited
-    },
+    stop: () => end('SIGTERM'),
+    crash: () => end('SIGKILL'),
     async destroy() {
-      await pr.stop()
+      // SIGKILL: its files go anyway (and SIGTERM is refused while Redis writes its first append-only file).
+      await pr.crash()
       rmSync(dir, { recursive: true, force: true })
     },
   }

@@ -53,8 +53,8 @@ class MemoryStore implements RunnerStore {
     this.push(logId, e)
     return `${this.log(logId).length}-0`
   }
-  async lastSeq(): Promise<number> {
-    return -1
+  async resumePoint(): Promise<{ pos: number; seq: number }> {
+    return { pos: 0, seq: -1 }
   }
 }
 
@@ -273,7 +273,7 @@ t.test('a streamed step logs into its target log with its tag, and observe can l
   t.equal(await done, 'ok')
   t.same(seen, ['stdout', 'stderr'])
   t.same(
-    store.log('exe_turn').map(({ seq: _seq, ...e }) => e),
+    store.log('exe_turn').map(({ seq: _seq, pos: _pos, ...e }) => e),
     [{ type: 'stdout', text: 'out\n', step: 1 }],
     'no status, no stderr, no done of its own',
   )

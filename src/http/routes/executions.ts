@@ -2,23 +2,32 @@
 import type { FastifyInstance } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
-import { AppError } from '../../errors.js'
 import { ExecuteBody, Execution } from '../../schemas.js'
 import type { Executions } from '../../sessions/index.js'
 import type { SseStreams } from '../sse.js'
+import { sendExecution } from '../execution-json.js'
 import { replyWithExecution } from '../execution-reply.js'
 import { mintStreamToken, STREAM_TOKEN_TTL_S } from '../stream-token.js'
 import { ExecutionParams, problems, ref, SessionParams } from '../schema-refs.js'
 
 const SSE_DESCRIPTION =
   'Server-Sent Events: `event:` is the event type, `id:` its position (send it back as Last-Event-ID), `data:` the event as JSON. Exactly one `done` event ends the stream.'
-const UINT64_MAX = (1n << 64n) - 1n
 
-/** A Redis stream id: two unsigned 64-bit numbers, "ms-seq". */
-function isStreamId(s: string): boolean {
-  const m = /^(\d{1,20})-(\d{1,20})$/.exec(s)
-  return !!m && BigInt(m[1]!) <= UINT64_MAX && BigInt(m[2]!) <= UINT64_MAX
+/** A decimal number no greater than 2^64 - 1, as a regular expression (a part of a Redis stream id). */
+function uint64Pattern(): string {
+  const max = ((1n << 64n) - 1n).toString()
+  const alternatives = [`\\d{1,${max.length - 1}}`, max]
+  for (let i = 0; i < max.length; i++) {
+    const digit = Number(max[i])
+    const rest = max.length - i - 1
+    if (digit > 0) alternatives.push(`${max.slice(0, i)}[0-${digit - 1}]${rest ? `\\d{${rest}}` : ''}`)
+  }
+  return `(?:${alternatives.join('|')})`
 }
+
+/** An event id ("ms-seq", each an unsigned 64-bit number) to resume after; empty means from the start. */
+const EVENT_ID_PATTERN = `^(?:${uint64Pattern()}-${uint64Pattern()})?$`
+const EventId = (description: string) => Type.String({ pattern: EVENT_ID_PATTERN, examples: ['1732186234123-0'], description })
 
 export async function executionRoutes(
   app: FastifyInstance,
@@ -44,23 +53,13 @@ export async function executionRoutes(
             description: 'The execution. With Accept: text/event-stream its events stream live as they happen. The Location header names the execution.',
             content: { 'application/json': { schema: ref(Execution) }, 'text/event-stream': { schema: { type: 'string', description: SSE_DESCRIPTION } } },
           },
-          ...problems(
-            'validation_failed',
-            'bad_request',
-            'limit_exceeded',
-            'session_not_found',
-            'session_dead',
-            'queue_full',
-            'quota_exceeded',
-            'payload_too_large',
-            'session_elsewhere',
-          ),
+          ...problems('limit_exceeded', 'session_dead', 'queue_full', 'quota_exceeded', 'session_elsewhere', 'sandbox_failed'),
         },
       },
     },
     async (req, reply) => {
       const sid = req.params.id
-      const eid = await executions.submit(req.tenant, sid, req.body.code, req.body.timeout_s)
+      const eid = await executions.submit(req.tenant, sid, req.body.code, req.body.timeout_s, undefined, req.body.language)
       return replyWithExecution(req, reply, { executions, streams }, req.tenant, sid, eid)
     },
   )
@@ -74,10 +73,10 @@ export async function executionRoutes(
         tags,
         security,
         params: ExecutionParams,
-        response: { 200: { ...ref(Execution), description: 'The execution' }, ...problems('session_not_found', 'execution_not_found') },
+        response: { 200: { ...ref(Execution), description: 'The execution' } },
       },
     },
-    async (req) => executions.get(req.tenant, req.params.id, req.params.eid),
+    async (req, reply) => sendExecution(reply, await executions.read(req.tenant, req.params.id, req.params.eid)),
   )
 
   r.get(
@@ -90,10 +89,10 @@ export async function executionRoutes(
         security,
         params: ExecutionParams,
         summary: "Replay an execution's events after Last-Event-ID (or ?after=), then follow it live until done",
-        headers: Type.Object({ 'last-event-id': Type.Optional(Type.String({ description: 'Resume after this event id' })) }),
+        headers: Type.Object({ 'last-event-id': Type.Optional(EventId('Resume after this event id')) }),
         querystring: Type.Object(
           {
-            after: Type.Optional(Type.String({ description: 'Resume after this event id (for clients that cannot set headers)' })),
+            after: Type.Optional(EventId('Resume after this event id (for clients that cannot set headers)')),
             access_token: Type.Optional(
               Type.String({ description: "A token from POST .../events-token, for browsers' EventSource (instead of the Authorization header)" }),
             ),
@@ -103,14 +102,12 @@ export async function executionRoutes(
         response: {
           200: { description: SSE_DESCRIPTION, content: { 'text/event-stream': { schema: { type: 'string' } } } },
           204: { description: 'Nothing after the given id: the execution has ended (EventSource stops reconnecting)', type: 'null' },
-          ...problems('validation_failed', 'session_not_found', 'execution_not_found', 'not_acceptable'),
         },
       },
     },
     async (req, reply) => {
       const { id: sid, eid } = req.params
       const after = req.query.after ?? req.headers['last-event-id'] ?? ''
-      if (after && !isStreamId(after)) throw new AppError('validation_failed', 'Last-Event-ID / after must be an event id such as 1732186234123-0')
       const ex = await executions.record(req.tenant, sid, eid)
       const ended = ex.status !== 'queued' && ex.status !== 'running'
       if (ended && after && (await executions.eventsAfter(sid, eid, after)) === 0) {
@@ -132,7 +129,6 @@ export async function executionRoutes(
         summary: "A short-lived token that lets a browser's EventSource read this execution's events (?access_token=)",
         response: {
           201: { description: 'The token', ...Type.Object({ token: Type.String(), expires_at: Type.String({ format: 'date-time' }) }) },
-          ...problems('session_not_found', 'execution_not_found'),
         },
       },
     },

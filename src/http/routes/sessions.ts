@@ -1,5 +1,5 @@
 // Session routes: create, list, get, delete, interrupt, restart.
-import type { FastifyInstance } from 'fastify'
+import type { FastifyInstance, FastifyReply } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import { CreateSessionBody, Session, SessionList } from '../../schemas.js'
@@ -26,16 +26,7 @@ export async function sessionRoutes(app: FastifyInstance, { sessions, executions
         body: ref(CreateSessionBody),
         response: {
           201: { ...ref(Session), description: 'The session, ready for code' },
-          ...problems(
-            'validation_failed',
-            'bad_request',
-            'limit_exceeded',
-            'runtime_unavailable',
-            'quota_exceeded',
-            'payload_too_large',
-            'unsupported_media_type',
-            'sandbox_failed',
-          ),
+          ...problems('limit_exceeded', 'runtime_unavailable', 'unknown_template', 'quota_exceeded', 'sandbox_failed', 'template_unusable', 'capacity'),
         },
       },
     },
@@ -62,7 +53,7 @@ export async function sessionRoutes(app: FastifyInstance, { sessions, executions
           },
           { additionalProperties: false },
         ),
-        response: { 200: { ...ref(SessionList), description: 'A page of sessions' }, ...problems('validation_failed') },
+        response: { 200: { ...ref(SessionList), description: 'A page of sessions' } },
       },
     },
     async (req) => sessions.list(req.tenant, req.query.limit ?? 50, req.query.cursor),
@@ -77,7 +68,7 @@ export async function sessionRoutes(app: FastifyInstance, { sessions, executions
         tags,
         security,
         params: SessionParams,
-        response: { 200: { ...ref(Session), description: 'The session' }, ...problems('session_not_found') },
+        response: { 200: { ...ref(Session), description: 'The session' } },
       },
     },
     async (req) => sessions.get(req.tenant, req.params.id),
@@ -92,7 +83,7 @@ export async function sessionRoutes(app: FastifyInstance, { sessions, executions
         tags,
         security,
         params: SessionParams,
-        response: { 204: { description: 'Deleted; the container is gone', type: 'null' }, ...problems('session_not_found') },
+        response: { 204: { description: 'Deleted; the container is gone', type: 'null' } },
       },
     },
     async (req, reply) => {
@@ -112,13 +103,14 @@ export async function sessionRoutes(app: FastifyInstance, { sessions, executions
         params: SessionParams,
         response: {
           202: { description: 'Interrupt sent; the execution ends with done.status interrupted, or the sandbox is killed after a grace period', type: 'null' },
-          ...problems('session_not_found', 'nothing_running', 'session_elsewhere'),
+          ...problems('nothing_running', 'session_elsewhere', 'sandbox_failed'),
         },
       },
     },
     async (req, reply) => {
       await executions.interrupt(req.tenant, req.params.id)
-      reply.code(202).send(null)
+      // No body at all (send(null) would write "null"): openapi.yaml documents none.
+      ;(reply as FastifyReply).code(202).send()
     },
   )
 
@@ -128,10 +120,12 @@ export async function sessionRoutes(app: FastifyInstance, { sessions, executions
       schema: {
         operationId: 'restartSession',
         summary: 'Restart the session with a fresh interpreter and workspace (same id)',
+        description:
+          'Concurrent restarts of one session run one after the other: each waits for the one before it, then restarts again, and answers with the session as its own restart left it.',
         tags,
         security,
         params: SessionParams,
-        response: { 200: { ...ref(Session), description: 'The restarted session' }, ...problems('session_not_found', 'session_elsewhere', 'sandbox_failed') },
+        response: { 200: { ...ref(Session), description: 'The restarted session' }, ...problems('session_dead', 'session_elsewhere', 'sandbox_failed') },
       },
     },
     async (req) => sessions.restart(req.tenant, req.params.id),

@@ -1,0 +1,21 @@
+// @replcast/client: a typed client for the replcast API, with resumable event streams and typed errors.
+export { ReplcastClient, ExecutionStream } from './client.ts'
+export type { ClientOptions, StreamOptions, Session, SessionList, CreateSessionRequest, Execution, ExecuteRequest } from './client.ts'
+export { EventStream } from './events.ts'
+export type { ExecutionEvent, DoneStatus, FollowOptions, OpenEvents } from './events.ts'
+export {
+  ReplcastError,
+  InvalidRequestError,
+  AuthError,
+  ForbiddenError,
+  NotFoundError,
+  ConflictError,
+  RateLimitError,
+  ServerError,
+  ConnectionError,
+  ERROR_CODES,
+} from './errors.ts'
+export type { ErrorCode, ProblemCode, Problem } from './errors.ts'
+export { SseParser } from './sse.ts'
+export type { SseMessage } from './sse.ts'
+export type { paths, components } from './schema.ts'

@@ -1,0 +1,163 @@
+// Runs one short program inside a running sandbox with `docker exec` (the workspace file
+// program): as the sandbox user, without privileges, its stdin and stdout as raw byte streams
+// with backpressure, independent of the REPL and its channel.
+import type Docker from 'dockerode'
+import { Readable, type Duplex } from 'node:stream'
+import { DockerDemuxer } from './demux.js'
+import { TimeoutError, withTimeout } from '../retry.js'
+
+/** The sandbox's container is gone or stopped (Docker answered 404 or 409). */
+export class SandboxNotRunningError extends Error {
+  override name = 'SandboxNotRunningError'
+}
+
+export interface ExecOptions {
+  cmd: string[]
+  /** uid:gid; never root (the container's no-new-privileges and dropped capabilities apply too). */
+  user: string
+  workdir: string
+  /** Bounds the create and start calls (not the program's run). */
+  timeoutMs: number
+}
+
+const STDERR_KEEP_BYTES = 8192
+
+export class SandboxProcess {
+  /** The program's stdout; reading it slowly slows the connection down (no buffering without bound). */
+  readonly stdout: Readable
+  /** Resolves once the connection closed (the program ended, or destroy()). */
+  readonly closed: Promise<void>
+  private stderrText = ''
+  private isClosed = false
+
+  constructor(private readonly socket: Duplex) {
+    this.stdout = new Readable({ read: () => socket.resume() })
+    const demux = new DockerDemuxer(
+      (b) => {
+        // A view into the socket's chunk, not a copy (each chunk is a buffer of its own).
+        if (!this.stdout.push(b)) socket.pause()
+      },
+      (b) => {
+        if (this.stderrText.length < STDERR_KEEP_BYTES) this.stderrText += b.toString('utf8').slice(0, STDERR_KEEP_BYTES)
+      },
+      (reason) => socket.destroy(new Error(reason)),
+    )
+    socket.on('data', (chunk: Buffer) => demux.push(chunk))
+    this.closed = new Promise((resolve) => {
+      const finish = () => {
+        if (this.isClosed) return
+        this.isClosed = true
+        this.stdout.push(null)
+        resolve()
+      }
+      socket.on('end', finish)
+      socket.on('close', finish)
+      socket.on('error', finish)
+    })
+  }
+
+  /** What the program wrote to stderr (its first few KiB), for logs. */
+  get stderr(): string {
+    return this.stderrText
+  }
+
+  /** Writes to the program's stdin; resolves once the connection took it. Throws once the connection closed. */
+  async write(chunk: Buffer): Promise<void> {
+    if (this.isClosed || this.socket.destroyed) throw new Error('the sandbox program has ended')
+    if (this.socket.write(chunk)) return
+    await new Promise<void>((resolve, reject) => {
+      const done = (err?: Error) => {
+        this.socket.off('drain', onDrain)
+        this.socket.off('close', onClose)
+        this.socket.off('end', onClose)
+        if (err) reject(err)
+        else resolve()
+      }
+      const onDrain = () => done()
+      // The program's end ('end': its output is over) means nothing reads its stdin any more either.
+      const onClose = () => done(new Error('the sandbox program has ended'))
+      this.socket.on('drain', onDrain)
+      this.socket.on('close', onClose)
+      this.socket.on('end', onClose)
+    })
+  }
+
+  /**
+   * Ends the program's stdin. Docker keeps an exec's stream open while its stdin is, even after the
+   * program exited: a program that reads nothing, or read all it needs, gets this at once.
+   */
+  endInput(): void {
+    if (!this.socket.destroyed) this.socket.end()
+  }
+
+  /** Closes the connection: the program sees EOF on stdin and a closed stdout. */
+  destroy(): void {
+    this.socket.destroy()
+  }
+}
+
+/** Starts `cmd` in the container. Throws SandboxNotRunningError, TimeoutError, or the engine's error. */
+export async function startInSandbox(docker: Docker, containerId: string, opts: ExecOptions): Promise<SandboxProcess> {
+  const container = docker.getContainer(containerId)
+  const exec = await bounded(opts.timeoutMs, 'exec create', (abortSignal) =>
+    container.exec({
+      Cmd: opts.cmd,
+      User: opts.user,
+      WorkingDir: opts.workdir,
+      Privileged: false,
+      Tty: false,
+      AttachStdin: true,
+      AttachStdout: true,
+      AttachStderr: true,
+      abortSignal,
+    }),
+  )
+  const socket: Duplex = await bounded(opts.timeoutMs, 'exec start', (abortSignal) => exec.start({ hijack: true, stdin: true, abortSignal }))
+  return new SandboxProcess(socket)
+}
+
+async function bounded<T>(ms: number, what: string, fn: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  const ac = new AbortController()
+  const timer = setTimeout(() => ac.abort(), ms)
+  try {
+    return await withTimeout(fn(ac.signal), ms + 100, `docker ${what}`)
+  } catch (err) {
+    const status = (err as { statusCode?: number }).statusCode
+    if (status === 404 || status === 409) throw new SandboxNotRunningError(`the sandbox is not running (${what}: ${status})`, { cause: err })
+    if (ac.signal.aborted) throw new TimeoutError(`docker ${what} did not answer within ${ms} ms`, { cause: err })
+    throw err
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
+/** Reads one line (without its newline) from the start of `stream`, leaving the rest unread. Null when it ends first. */
+export async function readLine(stream: Readable, maxBytes: number): Promise<string | null> {
+  const parts: Buffer[] = []
+  let size = 0
+  for (;;) {
+    const chunk = stream.read() as Buffer | null
+    if (chunk === null) {
+      if (stream.readableEnded) return null
+      await new Promise<void>((resolve) => {
+        const go = () => {
+          stream.off('readable', go)
+          stream.off('end', go)
+          resolve()
+        }
+        stream.on('readable', go)
+        stream.on('end', go)
+      })
+      continue
+    }
+    const nl = chunk.indexOf(0x0a)
+    if (nl >= 0) {
+      parts.push(chunk.subarray(0, nl))
+      if (nl + 1 < chunk.length) stream.unshift(chunk.subarray(nl + 1))
+      return Buffer.concat(parts).toString('utf8')
+    }
+    parts.push(chunk)
+    size += chunk.length
+    if (size > maxBytes) throw new Error(`a line of more than ${maxBytes} bytes from the sandbox`)
+  }
+}

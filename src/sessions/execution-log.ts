@@ -1,0 +1,114 @@
+// What the execution runner writes to Redis for one execution: its events, in order, within the
+// host's own byte budget, and its end (the `done` event with the execution and session fields),
+// retried while Redis is away. The runner decides what happens; this file only records it.
+import type { Logger } from 'pino'
+import type { Config } from '../config.js'
+import type { DoneStatusT } from '../schemas.js'
+import type { EventFeed } from '../store/event-feed.js'
+import type { RedisStore } from '../store/redis-store.js'
+import { ownsLog, type EventPayload, type PendingExecution } from './execution.js'
+import type { LiveSession } from './live-session.js'
+import type { Metrics } from './metrics.js'
+import { isRedisUnavailable, retry } from '../retry.js'
+
+/** Per-event overhead counted against an execution's byte budget (so floods of tiny frames count). */
+const FRAME_OVERHEAD_BYTES = 64
+/** Rich events (results, displays, errors) an execution may log at the image size cap. */
+const IMAGES_PER_EXECUTION = 4
+const BASE64_GROWTH = 1.4
+
+export interface ExecutionLogDeps {
+  config: Config
+  store: Pick<RedisStore, 'appendEvent' | 'recordEnd'>
+  feed: Pick<EventFeed, 'notify'>
+  log: Logger
+  metrics: Metrics
+}
+
+export class ExecutionLog {
+  constructor(private readonly deps: ExecutionLogDeps) {}
+
+  /** Appends an event of `ex` after the ones before it, where its target says. */
+  append(live: LiveSession, ex: PendingExecution, event: EventPayload): void {
+    const { logId, tag, observe } = ex.target
+    if (observe && !observe(event)) return
+    ex.chain = ex.chain
+      .then(async () => {
+        // Refused (null) past the tenant's max_event_bytes: the log got a limit event instead.
+        await this.deps.store.appendEvent(live.id, logId, { ...event, ...tag }, live.tenant)
+        this.deps.feed.notify(live.id, logId)
+      })
+      .catch((err: unknown) => this.deps.log.error({ err, sessionId: live.id, executionId: ex.id }, 'event append failed'))
+  }
+
+  /**
+   * Appends an output event within the execution's byte budget; past it the bytes are only counted
+   * (a `limit` event reports them at the end). The REPL caps output, but its channel lives in the
+   * same process as the user's code: the host counts too, so no sandbox can fill Redis. The budget
+   * leaves the REPL's own caps room to act first.
+   */
+  output(live: LiveSession, ex: PendingExecution, event: EventPayload): void {
+    const size = JSON.stringify(event).length + FRAME_OVERHEAD_BYTES
+    const text = event.type === 'stdout' || event.type === 'stderr'
+    const budget = text ? 2 * live.outputBytes : IMAGES_PER_EXECUTION * this.deps.config.MAX_IMAGE_BYTES * BASE64_GROWTH
+    const used = text ? ex.loggedBytes.text : ex.loggedBytes.rich
+    if (used + size > budget) {
+      ex.droppedBytes += size
+      return
+    }
+    if (text) ex.loggedBytes.text += size
+    else ex.loggedBytes.rich += size
+    this.append(live, ex, { ...event, pos: ex.frames })
+  }
+
+  /**
+   * Records the end of `ex` (after its events): the `done` event when it owns its log, the
+   * execution's fields (it ended at `end`) and, while the session is `alive`, the session's. While Redis is away the
+   * write waits, up to REDIS_RETRY_MS, so a restart of Redis loses nothing; false when it never took.
+   */
+  async end(
+    live: LiveSession,
+    ex: PendingExecution,
+    status: DoneStatusT,
+    executionCount: number | undefined,
+    at: { end: number; alive: boolean },
+  ): Promise<boolean> {
+    const { end, alive } = at
+    const duration = end - (ex.startedAt || end)
+    const done = ownsLog(ex)
+      ? {
+          type: 'done',
+          status,
+          ...(executionCount !== undefined ? { execution_count: executionCount } : {}),
+          duration_ms: duration,
+          ...(ex.language === 'bash' ? { exit_code: ex.exitCode ?? null } : {}),
+        }
+      : null
+    const fields = { status, ended_at: end, duration_ms: duration, execution_count: executionCount ?? null, ...(ex.startedAt ? {} : { started_at: null }) }
+    const session = alive
+      ? {
+          fields: {
+            status: live.work.queue.length ? ('busy' as const) : ('ready' as const),
+            last_active_at: end,
+            ...(executionCount !== undefined ? { execution_count: executionCount } : {}),
+          },
+          deadlineMs: end + live.idleTimeoutS * 1000,
+        }
+      : null
+    const { store, metrics } = this.deps
+    metrics.executions.inc({ status })
+    metrics.executionSeconds.observe(duration / 1000)
+    try {
+      await retry(() => store.recordEnd(live.id, ex.id, live.tenant, done, fields, session), {
+        windowMs: this.deps.config.REDIS_RETRY_MS,
+        retryable: isRedisUnavailable,
+        onRetry: () => metrics.redisWriteRetries.inc(),
+      })
+      if (done) this.deps.feed.notify(live.id, ex.id)
+      return true
+    } catch (err) {
+      this.deps.log.error({ err, sessionId: live.id, executionId: ex.id }, 'could not record the end of an execution; letting the session go')
+      return false
+    }
+  }
+}

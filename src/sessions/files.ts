@@ -1,0 +1,212 @@
+// A session's workspace files, for the HTTP routes and one-shot executions: only the tenant's own
+// live sessions, paths checked before anything runs, the idle deadline moved, and the sandbox file
+// program's answers turned into the API's errors. Files move by `docker exec` (sandbox/workspace-files.ts),
+// not over the REPL: they work on any instance, while code runs, and whatever state the REPL is in.
+import type { Readable } from 'node:stream'
+import type { Logger } from 'pino'
+import type { Config } from '../config.js'
+import { AppError } from '../errors.js'
+import { SandboxNotRunningError } from '../sandbox/sandbox-exec.js'
+import { WorkspaceFileError, type WorkspaceEntry, type WorkspaceFiles } from '../sandbox/workspace-files.js'
+import type { RedisStore, SessionRecord } from '../store/redis-store.js'
+import type { SessionService } from './session-service.js'
+
+const MIB = 1024 * 1024
+const MAX_PATH_BYTES = 4096
+const MAX_NAME_BYTES = 255
+
+/** A workspace entry as the API shows it. */
+export interface FileEntry {
+  path: string
+  type: 'file' | 'dir'
+  size: number
+  modified_at: string
+}
+
+export interface FilesDeps {
+  config: Config
+  store: Pick<RedisStore, 'getSession' | 'updateSession' | 'setDeadline'>
+  sessions: Pick<SessionService, 'record'>
+  files: WorkspaceFiles
+  log: Logger
+}
+
+/**
+ * A path as given (already percent-decoded), checked and normalised: '' and '.' names dropped.
+ * Throws invalid_path for an absolute path, `..`, NUL, or names the file system cannot hold.
+ * The sandbox checks again, symlinks included: this check only saves starting it for nothing.
+ */
+export function workspacePath(path: string): string {
+  const bad = (why: string) => new AppError('invalid_path', `${JSON.stringify(path.slice(0, 200))}: ${why}`)
+  if (path.includes('\0')) throw bad('a NUL byte is not allowed')
+  if (path.startsWith('/')) throw bad('absolute paths are not allowed; paths are relative to /workspace')
+  if (Buffer.byteLength(path) > MAX_PATH_BYTES) throw bad(`longer than ${MAX_PATH_BYTES} bytes`)
+  const names = path.split('/').filter((n) => n !== '' && n !== '.')
+  if (names.includes('..')) throw bad("'..' is not allowed")
+  if (names.some((n) => Buffer.byteLength(n) > MAX_NAME_BYTES)) throw bad(`a name is longer than ${MAX_NAME_BYTES} bytes`)
+  return names.join('/')
+}
+
+export class SessionFiles {
+  constructor(private readonly deps: FilesDeps) {}
+
+  /**
+   * Writes `body` to the file (parents created), whole or not at all. `contentLength`, when known,
+   * is refused at once if it cannot fit. Throws invalid_path, is_a_directory, workspace_full,
+   * payload_too_large, permission_denied, session_not_found, session_dead, sandbox_failed.
+   */
+  async put(
+    tenant: string,
+    sid: string,
+    path: string,
+    body: AsyncIterable<Buffer | string> | Iterable<Buffer>,
+    opts: { contentLength?: number; mode?: number } = {},
+  ): Promise<{ entry: FileEntry; created: boolean }> {
+    const rel = workspacePath(path)
+    const rec = await this.live(tenant, sid)
+    return this.putInto(rec, rel, body, opts)
+  }
+
+  /** The file's entry, content type and bytes. Throws invalid_path, file_not_found, is_a_directory, and the session's errors. */
+  async get(tenant: string, sid: string, path: string): Promise<{ entry: FileEntry; body: Readable }> {
+    const rel = workspacePath(path)
+    const rec = await this.live(tenant, sid)
+    const { entry, body } = await this.run(rec, rel, (cid) => this.deps.files.get(cid, rel))
+    return { entry: toEntry(entry), body }
+  }
+
+  /** The folder's files and folders (all below it when recursive), sorted by path. A file path gives that one entry. */
+  async list(tenant: string, sid: string, path: string, recursive: boolean): Promise<{ files: FileEntry[]; truncated: boolean }> {
+    const rel = workspacePath(path)
+    const rec = await this.live(tenant, sid)
+    const res = await this.run(rec, rel, (cid) => this.deps.files.list(cid, rel, recursive))
+    return { files: res.entries.map(toEntry), truncated: res.truncated }
+  }
+
+  /** Deletes a file or a symbolic link (never what it points at); a folder only when recursive. */
+  async delete(tenant: string, sid: string, path: string, recursive: boolean): Promise<void> {
+    const rel = workspacePath(path)
+    const rec = await this.live(tenant, sid)
+    await this.run(rec, rel, (cid) => this.deps.files.delete(cid, rel, recursive))
+    this.deps.log.info({ sessionId: sid, path: rel, recursive }, 'file deleted')
+  }
+
+  /** For one-shot executions: writes a file into a session the caller itself created (no tenant check). Throws like put. */
+  async write(sessionId: string, path: string, data: Buffer | AsyncIterable<Buffer>): Promise<void> {
+    const rel = workspacePath(path)
+    const rec = await this.live(null, sessionId)
+    await this.putInto(rec, rel, Buffer.isBuffer(data) ? [data] : data, { contentLength: Buffer.isBuffer(data) ? data.length : undefined })
+  }
+
+  private async putInto(
+    rec: SessionRecord,
+    rel: string,
+    body: AsyncIterable<Buffer | string> | Iterable<Buffer>,
+    opts: { contentLength?: number; mode?: number },
+  ): Promise<{ entry: FileEntry; created: boolean }> {
+    const maxBytes = this.maxFileBytes(rec)
+    if (opts.contentLength !== undefined && opts.contentLength > maxBytes) throw this.tooLarge(rec, rel)
+    const t0 = performance.now()
+    const res = await this.run(rec, rel, (cid) => this.deps.files.put(cid, rel, body, { maxBytes, mode: opts.mode }))
+    this.deps.log.info({ sessionId: rec.id, path: res.path, size: res.size, ms: Math.round(performance.now() - t0) }, 'file written')
+    return { entry: toEntry(res), created: res.created }
+  }
+
+  /** The most one file may hold: the configured maximum, or the whole workspace. */
+  private maxFileBytes(rec: SessionRecord): number {
+    return Math.min(this.deps.config.MAX_FILE_BYTES, rec.limits.workspace_mb * MIB)
+  }
+
+  /** A file past maxFileBytes: whichever bound it passed. */
+  private tooLarge(rec: SessionRecord, rel: string): AppError {
+    const max = this.deps.config.MAX_FILE_BYTES
+    return max < rec.limits.workspace_mb * MIB
+      ? new AppError('payload_too_large', `${rel}: a file may have at most ${max} bytes (MAX_FILE_BYTES)`)
+      : this.full(rec, rel)
+  }
+
+  private full(rec: SessionRecord, rel: string): AppError {
+    return new AppError(
+      'workspace_full',
+      `${rel} does not fit in the workspace (limits.workspace_mb = ${rec.limits.workspace_mb} MiB, shared with what is already there); nothing was changed`,
+    )
+  }
+
+  /** The tenant's session (any tenant's for null), alive. Throws session_not_found, session_dead. */
+  private async live(tenant: string | null, sid: string): Promise<SessionRecord> {
+    const rec = tenant === null ? await this.deps.store.getSession(sid) : await this.deps.sessions.record(tenant, sid)
+    if (!rec) throw new AppError('session_not_found', `no session ${sid}`)
+    if (rec.status === 'dead' || !rec.container_id) throw new AppError('session_dead', "the session's sandbox has died; restart it or create a new session")
+    return rec
+  }
+
+  /** Runs one file operation against the session's sandbox; its failures become the API's errors. */
+  private async run<T>(rec: SessionRecord, rel: string, op: (containerId: string) => Promise<T>): Promise<T> {
+    await this.touch(rec)
+    const began = Date.now()
+    try {
+      return await op(rec.container_id)
+    } catch (err) {
+      throw this.asAppError(rec, rel, err) ?? (await this.whyFailed(rec, rel, err, began))
+    } finally {
+      await this.touch(rec)
+    }
+  }
+
+  /** The API error for a failure the file program or Docker explained; null when it is unexplained. */
+  private asAppError(rec: SessionRecord, rel: string, err: unknown): AppError | null {
+    if (err instanceof AppError) return err
+    if (err instanceof SandboxNotRunningError)
+      return new AppError('session_dead', "the session's sandbox is not running (it died, or is restarting)", { cause: err })
+    if (err instanceof WorkspaceFileError) {
+      const detail = err.message
+      switch (err.code) {
+        case 'invalid_path':
+          return new AppError('invalid_path', detail)
+        case 'not_found':
+          return new AppError('file_not_found', detail)
+        case 'is_a_directory':
+          return new AppError('is_a_directory', detail)
+        case 'no_space':
+          return this.full(rec, rel)
+        case 'too_large':
+          return this.tooLarge(rec, rel)
+        case 'permission_denied':
+          return new AppError('permission_denied', detail)
+        case 'aborted':
+          return new AppError('bad_request', `${rel}: the upload ended before it was complete; nothing was changed`)
+      }
+    }
+    return null
+  }
+
+  /**
+   * An unexplained failure (the program ended without an answer, Docker failed the exec): most often
+   * the session was deleted, restarted or killed under the call, which is said as such; else 502.
+   */
+  private async whyFailed(rec: SessionRecord, rel: string, err: unknown, began: number): Promise<AppError> {
+    const now = await this.deps.store.getSession(rec.id).catch(() => rec)
+    if (!now) return new AppError('session_not_found', `no session ${rec.id} (it was deleted during the file operation)`)
+    const started = await this.deps.files.startedAt(rec.container_id).catch(() => undefined)
+    if (now.container_id !== rec.container_id || started === null || (started !== undefined && started >= began - 1000))
+      return new AppError('session_dead', "the session's sandbox stopped or was restarted during the file operation; nothing was changed", { cause: err })
+    this.deps.log.warn({ err, sessionId: rec.id, path: rel }, 'file operation failed')
+    return new AppError('sandbox_failed', 'the file operation could not be carried out in the sandbox', { cause: err })
+  }
+
+  /** File work is activity: a ready session's idle deadline moves (a busy one's is its execution's). */
+  private async touch(rec: SessionRecord): Promise<void> {
+    if (rec.status !== 'ready') return
+    const now = Date.now()
+    try {
+      await this.deps.store.setDeadline(rec.id, now + rec.idle_timeout_s * 1000)
+      await this.deps.store.updateSession(rec.id, { last_active_at: now })
+    } catch (err) {
+      this.deps.log.warn({ err, sessionId: rec.id }, 'could not record file activity')
+    }
+  }
+}
+
+function toEntry(e: WorkspaceEntry): FileEntry {
+  return { path: e.path, type: e.type, size: e.size, modified_at: new Date(Math.round(e.mtime * 1000)).toISOString() }
+}

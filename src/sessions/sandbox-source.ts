@@ -1,0 +1,109 @@
+// Where a new session's sandbox comes from: the warm pool when the session asks for exactly what the
+// pool holds (already started, already counted in the host's memory), else a new container of its
+// template, under a place in the host's memory (host-capacity.ts).
+import type { Config } from '../config.js'
+import { ReplClosedError, ReplTimeoutError } from '../repl/repl-client.js'
+import type { DockerSandboxDriver, SandboxHandle } from '../sandbox/docker-driver.js'
+import type { SessionRecord } from '../store/redis-store.js'
+import { DEFAULT_TEMPLATE } from '../templates.js'
+import type { CapacityPlace, HostCapacity } from './host-capacity.js'
+import type { TakenSandbox, WarmPool } from './pool.js'
+import { sandboxSpec } from './session-limits.js'
+import type { TemplateImages } from './template-images.js'
+
+/** A session's claim on a sandbox, from before its record is written until it is attached. */
+export interface SandboxTicket {
+  /** The sandbox came from the pool: its REPL already said ready. Known once start() resolved. */
+  readonly pooled: boolean
+  /** Hands over a live pooled sandbox (bound to the session in Redis), or creates one. Throws the engine's errors, capacity. */
+  start(): Promise<SandboxHandle>
+  /** Cold: counts the engine's memory again now that the sandbox exists (throws capacity). Pooled: nothing. */
+  confirm(): Promise<void>
+  /** Waits for the REPL's `ready`; one that never comes is the template's fault (template_unusable). */
+  ready(ready: Promise<unknown>): Promise<void>
+  /** Gives up what was not used: a capacity place, or a pooled sandbox the session never started with. Safe to call twice. */
+  release(): void
+}
+
+export interface SandboxSourceDeps {
+  config: Config
+  driver: DockerSandboxDriver
+  capacity: HostCapacity
+  templates: TemplateImages
+  pool: WarmPool
+}
+
+export class SandboxSource {
+  constructor(private readonly deps: SandboxSourceDeps) {}
+
+  /** Throws unknown_template, template_unusable, capacity, sandbox_failed. */
+  async reserve(rec: SessionRecord): Promise<SandboxTicket> {
+    const { templates, pool } = this.deps
+    const template = rec.template ?? DEFAULT_TEMPLATE
+    await templates.check(template)
+    const taken = pool.matches(template, rec.runtime, rec.limits, rec.env) ? pool.take() : null
+    if (taken) return this.pooled(rec, taken)
+    const place = await this.deps.capacity.reserve(rec.id, rec.limits.memory_mb)
+    return {
+      pooled: false,
+      start: () => this.create(rec),
+      confirm: () => place.confirm(),
+      ready: (ready) => this.readyOrUnusable(template, ready),
+      release: () => place.release(),
+    }
+  }
+
+  /**
+   * A ticket for a pooled sandbox whose liveness probe is still under way (it overlaps the session's
+   * first Redis writes). At start: the first live one of it and the pool's next ones, else a cold one.
+   */
+  private pooled(rec: SessionRecord, first: TakenSandbox): SandboxTicket {
+    const { pool, capacity } = this.deps
+    let used: TakenSandbox | null = null
+    let cold: CapacityPlace | null = null
+    let started = false
+    let released = false
+    return {
+      get pooled() {
+        return cold === null
+      },
+      start: async () => {
+        started = true
+        for (let t: TakenSandbox | null = first; t; t = pool.take()) {
+          if (!(await t.alive)) continue
+          used = t
+          await pool.bind(t, rec.id)
+          return t.handle
+        }
+        // Every pooled sandbox on offer was dead: this one is made cold after all.
+        cold = await capacity.reserve(rec.id, rec.limits.memory_mb)
+        return this.create(rec)
+      },
+      confirm: async () => cold?.confirm(),
+      ready: (ready) => this.readyOrUnusable(DEFAULT_TEMPLATE, ready),
+      release: () => {
+        if (released) return
+        released = true
+        cold?.release()
+        if (!started) pool.giveBack(first)
+        // Bound to its session (or removed with a session that failed): the pool lets go of it.
+        else if (used) pool.settled(used.id)
+      },
+    }
+  }
+
+  private create(rec: SessionRecord): Promise<SandboxHandle> {
+    const image = this.deps.templates.image(rec.template ?? DEFAULT_TEMPLATE)
+    const { config, driver } = this.deps
+    return driver.create({ ...sandboxSpec(config, { sessionId: rec.id, tenant: rec.tenant, runtime: rec.runtime, limits: rec.limits, env: rec.env }), image })
+  }
+
+  private async readyOrUnusable(template: string, ready: Promise<unknown>): Promise<void> {
+    try {
+      await ready
+    } catch (err) {
+      if (err instanceof ReplClosedError || err instanceof ReplTimeoutError) throw this.deps.templates.notReady(template, err)
+      throw err
+    }
+  }
+}

@@ -1,0 +1,28 @@
+// Reads an execution's event log in pages bounded by count and by bytes, so that one reader of a
+// large log (a GET, a JSON reply, an SSE follower) holds one page in memory, never the whole log.
+import type { Redis } from 'ioredis'
+
+/** At most this many events per page... */
+const PAGE_EVENTS = 100
+/** ...and no more than this many bytes of them (a single larger event is a page of its own). */
+const PAGE_BYTES = 256 * 1024
+
+// KEYS: 1 the stream. ARGV: 1 start ('-' or '(id'), 2 most events, 3 most bytes.
+// One entry at a time, so Redis never builds a reply larger than the byte budget and one entry.
+const READ_PAGE = `
+local out, bytes, start = {}, 0, ARGV[1]
+local most, budget = tonumber(ARGV[2]), tonumber(ARGV[3])
+while #out < most do
+  local e = redis.call('XRANGE', KEYS[1], start, '+', 'COUNT', 1)[1]
+  if not e then break end
+  out[#out + 1] = e
+  bytes = bytes + #e[2][2]
+  if bytes >= budget then break end
+  start = '(' .. e[1]
+end
+return out`
+
+/** Raw entries after `afterId` (exclusive; '' = from the start), oldest first: [id, fields]. */
+export async function readPage(redis: Redis, key: string, afterId: string, maxEvents: number, maxBytes = PAGE_BYTES): Promise<Array<[string, string[]]>> {
+  return (await redis.eval(READ_PAGE, 1, key, afterId ? `(${afterId}` : '-', Math.min(maxEvents, PAGE_EVENTS), maxBytes)) as Array<[string, string[]]>
+}

@@ -1,0 +1,144 @@
+// The `replcast` CLI as a user runs it: a child process (`node clients/typescript/bin/replcast.js`,
+// the root package's bin) against a live server. Output order and timing, exit codes, code from an
+// argument, a file and stdin, Ctrl+C as an interrupt, the interactive console, sessions ls/rm.
+import t from 'tap'
+import { execFile, spawn, type ChildProcessWithoutNullStreams } from 'node:child_process'
+import { promisify } from 'node:util'
+import { fileURLToPath } from 'node:url'
+import { API_KEY, startApp } from './helpers/app.js'
+import { api, createSession } from './helpers/client.js'
+import { waitFor } from './helpers/wait.js'
+
+const BIN = fileURLToPath(new URL('../clients/typescript/bin/replcast.js', import.meta.url))
+
+interface Chunk {
+  stream: 'out' | 'err'
+  text: string
+  at: number
+}
+
+interface Cli {
+  child: ChildProcessWithoutNullStreams
+  chunks: Chunk[]
+  stdout: () => string
+  stderr: () => string
+  exited: Promise<number | null>
+}
+
+function cli(url: string, args: string[], opts: { stdin?: string; key?: string | null } = {}): Cli {
+  const env: Record<string, string | undefined> = { ...process.env, REPLCAST_URL: url, REPLCAST_API_KEY: opts.key === null ? '' : (opts.key ?? API_KEY) }
+  delete env.NODE_OPTIONS // tap's TypeScript loader: the CLI must run on plain Node
+  const child = spawn(process.execPath, [BIN, ...args], { env, stdio: ['pipe', 'pipe', 'pipe'] })
+  const chunks: Chunk[] = []
+  child.stdout.on('data', (b: Buffer) => chunks.push({ stream: 'out', text: b.toString(), at: performance.now() }))
+  child.stderr.on('data', (b: Buffer) => chunks.push({ stream: 'err', text: b.toString(), at: performance.now() }))
+  if (opts.stdin !== undefined) child.stdin.end(opts.stdin)
+  const join = (s: 'out' | 'err') => () =>
+    chunks
+      .filter((c) => c.stream === s)
+      .map((c) => c.text)
+      .join('')
+  return { child, chunks, stdout: join('out'), stderr: join('err'), exited: new Promise((resolve) => child.on('close', (code) => resolve(code))) }
+}
+
+/** Resolves once `pred` holds for the output so far (checked as output arrives). */
+const until = (c: Cli, pred: () => boolean) => waitFor(pred, 30000, 10)
+
+t.test('`npx replcast` in the clone runs this CLI (the root package.json bin)', async (t) => {
+  const env = { ...process.env }
+  delete env.NODE_OPTIONS
+  const root = fileURLToPath(new URL('..', import.meta.url))
+  const { stdout } = await promisify(execFile)('npx', ['--no-install', 'replcast', '--help'], { cwd: root, env })
+  t.match(stdout, /^replcast: run Python in replcast sandboxes/)
+})
+
+t.test('the replcast CLI', async (t) => {
+  const h = await startApp(t)
+  const sessionsNow = async () => (await api(h.url, 'GET', '/v1/sessions')).body.sessions.length as number
+
+  t.test('run streams output live, in order, and exits 0', async (t) => {
+    const c = cli(h.url, ['run', 'import time\nprint("first", flush=True)\ntime.sleep(1.5)\nprint("second")\n6 * 7'])
+    t.equal(await c.exited, 0, c.stderr())
+    t.equal(c.stdout(), 'first\nsecond\n42\n')
+    const first = c.chunks.find((x) => x.text.includes('first'))!
+    const second = c.chunks.find((x) => x.text.includes('second'))!
+    t.notOk(first.text.includes('second'), 'the first line arrived on its own')
+    t.ok(second.at - first.at >= 1000, `the first line was printed while the code slept (${Math.round(second.at - first.at)} ms earlier)`)
+    t.equal(await sessionsNow(), 0, 'the session it made is deleted')
+  })
+
+  t.test('exit codes follow the execution status; tracebacks go to stderr', async (t) => {
+    const err = cli(h.url, ['run', 'def f():\n    raise ValueError("boom")\nf()'])
+    t.equal(await err.exited, 1)
+    t.match(err.stderr(), /Traceback[\s\S]*ValueError: boom/)
+    t.equal(err.stdout(), '')
+    const timeout = cli(h.url, ['run', '--timeout', '1', 'import time\ntime.sleep(30)'])
+    t.equal(await timeout.exited, 124)
+    t.match(timeout.stderr(), /timeout/)
+    const usage = cli(h.url, ['run', '--timeout', 'soon', '1'])
+    t.equal(await usage.exited, 2)
+    const refused = cli(h.url, ['run', '1'], { key: 'wrong-key' })
+    t.equal(await refused.exited, 3)
+    t.match(refused.stderr(), /unauthorized/)
+    const nokey = cli(h.url, ['run', '1'], { key: null })
+    t.equal(await nokey.exited, 2)
+    t.match(nokey.stderr(), /REPLCAST_API_KEY/)
+  })
+
+  t.test('code from stdin and from a file', async (t) => {
+    const piped = cli(h.url, ['run'], { stdin: 'import sys\nprint(sum(range(5)))\nprint("to err", file=sys.stderr)\n' })
+    t.equal(await piped.exited, 0)
+    t.equal(piped.stdout(), '10\n')
+    t.equal(piped.stderr(), 'to err\n')
+    const file = `${t.testdir({ 'job.py': 'for i in range(3):\n    print(i)\n' })}/job.py`
+    const fromFile = cli(h.url, ['run', '--file', file])
+    t.equal(await fromFile.exited, 0)
+    t.equal(fromFile.stdout(), '0\n1\n2\n')
+  })
+
+  t.test('SIGINT interrupts the running code and exits 130', async (t) => {
+    const c = cli(h.url, ['run', 'import time\nprint("started", flush=True)\ntime.sleep(60)'])
+    t.ok(await until(c, () => c.stdout().includes('started')))
+    const sent = performance.now()
+    c.child.kill('SIGINT')
+    t.equal(await c.exited, 130)
+    t.ok(performance.now() - sent < 15000, 'it ended long before the code would have')
+    t.match(c.stderr(), /KeyboardInterrupt/)
+    t.equal(await sessionsNow(), 0, 'the session is deleted after the interrupt too')
+  })
+
+  t.test('--session runs in an existing session and keeps it', async (t) => {
+    const sid = await createSession(h.url)
+    t.equal(await cli(h.url, ['run', '-s', sid, 'x = 41']).exited, 0)
+    const c = cli(h.url, ['run', '-s', sid, 'print(x + 1)'])
+    t.equal(await c.exited, 0)
+    t.equal(c.stdout(), '42\n', 'state is kept between runs')
+    t.equal((await api(h.url, 'GET', `/v1/sessions/${sid}`)).status, 200)
+
+    const ls = cli(h.url, ['sessions', 'ls'])
+    t.equal(await ls.exited, 0)
+    t.match(ls.stdout(), new RegExp(`^ID\\s+STATUS[\\s\\S]*${sid}\\s+ready`))
+    const rm = cli(h.url, ['sessions', 'rm', sid])
+    t.equal(await rm.exited, 0)
+    t.equal((await api(h.url, 'GET', `/v1/sessions/${sid}`)).status, 404)
+    const again = cli(h.url, ['sessions', 'rm', sid])
+    t.equal(await again.exited, 3)
+    t.match(again.stderr(), /session_not_found/)
+  })
+
+  t.test('repl: multi-line input, state across statements, Ctrl+C interrupts and the console goes on', async (t) => {
+    const c = cli(h.url, ['repl'])
+    const input = c.child.stdin
+    input.write('x = 5\ndef double(a):\n    return a * 2\n\nprint(double(x))\n')
+    t.ok(await until(c, () => c.stdout().includes('10\n')), 'a block ended by an empty line, then a call using it')
+    input.write('import time\nprint("sleeping", flush=True); time.sleep(60)\n')
+    t.ok(await until(c, () => c.stdout().includes('sleeping')))
+    c.child.kill('SIGINT')
+    t.ok(await until(c, () => c.stderr().includes('KeyboardInterrupt')), 'the running statement was interrupted')
+    input.write('for i in range(2):\n    print("loop", i)\nprint(x)\n')
+    input.end()
+    t.equal(await c.exited, 0)
+    t.match(c.stdout(), /10\nsleeping\nloop 0\nloop 1\n5\n$/, 'a block without an empty line ends at the next unindented line; x survived')
+    t.equal(await sessionsNow(), 0, 'leaving deletes the session')
+  })
+})
