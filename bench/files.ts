@@ -9,11 +9,11 @@ import { readFileSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { fileURLToPath } from 'node:url'
 import Docker from 'dockerode'
-import { Redis } from 'ioredis'
 import { pino } from 'pino'
 import { ReplClient } from '../src/repl/repl-client.js'
 import { LABEL } from '../src/sandbox/labels.js'
 import { WorkspaceFiles } from '../src/sandbox/workspace-files.js'
+import { removeDeployment } from './harness.js'
 import { line, summarize } from './stats.js'
 
 const ROUNDS = Number(process.env.BENCH_FILE_ROUNDS ?? 5)
@@ -232,19 +232,7 @@ async function replChannel(cid: string, data: Buffer): Promise<Record<string, nu
 }
 
 async function cleanUp(): Promise<void> {
-  const left = await docker.listContainers({ all: true, filters: { label: [`${LABEL.deployment}=${env.REPLCAST_DEPLOYMENT}`] } })
-  await Promise.all(
-    left.map((c) =>
-      docker
-        .getContainer(c.Id)
-        .remove({ force: true })
-        .catch(() => undefined),
-    ),
-  )
-  const r = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379')
-  const keys = await r.keys(`${env.REPLCAST_KEY_PREFIX}*`)
-  if (keys.length) await r.del(...keys)
-  r.disconnect()
+  await removeDeployment(env.REPLCAST_DEPLOYMENT, env.REPLCAST_KEY_PREFIX, process.env.REDIS_URL ?? 'redis://127.0.0.1:6379')
 }
 
 await main()

@@ -40,20 +40,25 @@ export async function startBenchApp(env: Record<string, string> = {}): Promise<B
     headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
     async close() {
       await app.close()
-      const docker = new Docker()
-      const left = await docker.listContainers({ all: true, filters: { label: [`${LABEL.deployment}=${config.REPLCAST_DEPLOYMENT}`] } })
-      await Promise.all(
-        left.map((c) =>
-          docker
-            .getContainer(c.Id)
-            .remove({ force: true })
-            .catch(() => undefined),
-        ),
-      )
-      const r = new Redis(config.REDIS_URL)
-      const keys = await r.keys(`${config.REPLCAST_KEY_PREFIX}*`)
-      if (keys.length) await r.del(...keys)
-      r.disconnect()
+      await removeDeployment(config.REPLCAST_DEPLOYMENT, config.REPLCAST_KEY_PREFIX, config.REDIS_URL)
     },
   }
+}
+
+/** Removes a benchmark's containers (by deployment label) and its Redis keys (by prefix). */
+export async function removeDeployment(deployment: string, keyPrefix: string, redisUrl: string): Promise<void> {
+  const docker = new Docker()
+  const left = await docker.listContainers({ all: true, filters: { label: [`${LABEL.deployment}=${deployment}`] } })
+  await Promise.all(
+    left.map((c) =>
+      docker
+        .getContainer(c.Id)
+        .remove({ force: true })
+        .catch(() => undefined),
+    ),
+  )
+  const r = new Redis(redisUrl)
+  const keys = await r.keys(`${keyPrefix}*`)
+  if (keys.length) await r.del(...keys)
+  r.disconnect()
 }
