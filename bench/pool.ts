@@ -2,9 +2,12 @@
 // (a request the pool does not match), and one-shot print(1) through POST /v1/execute (JSON and SSE)
 // from the pool next to a cold one-shot. Each pooled sample starts with the pool refilled, as a
 // service sees it between bursts. Targets: pooled create p50 <= 10 ms and >= 10x faster than cold;
-// one-shot p50 <= 15 ms. Run: npm run bench (needs dockerd, Redis and the sandbox image).
+// one-shot p50 <= 15 ms. Each request's Redis round trips and Docker calls until its reply are counted
+// (bench/trace.ts; bench/pool-trace.ts shows one request's timeline). Run: npm run bench (needs
+// dockerd, Redis and the sandbox image).
 import { startBenchApp, type BenchApp } from './harness.js'
 import { line, summarize } from './stats.js'
+import { dockerCalls, firstResponse, roundTrips, sequentialRoundTrips, traced } from './trace.js'
 
 const SAMPLES = Number(process.env.BENCH_POOL_SAMPLES ?? 30)
 const POOL_SIZE = 4
@@ -65,13 +68,32 @@ async function execution(app: BenchApp, sid: string): Promise<number> {
   return ms
 }
 
-async function sample(n: number, fn: () => Promise<number>, before?: () => Promise<void>): Promise<number[]> {
+/** What each request of a sample cost until its reply: Redis round trips (all, and those that waited one after the other), Docker calls. */
+const costs = new Map<number[], { rt: number[]; seq: number[]; docker: number[] }>()
+
+async function sample(app: BenchApp, n: number, fn: () => Promise<number>, before?: () => Promise<void>): Promise<number[]> {
   const out: number[] = []
+  const cost = { rt: [] as number[], seq: [] as number[], docker: [] as number[] }
   for (let i = 0; i < n; i++) {
     await before?.()
-    out.push(await fn())
+    const t = await traced(app.config.REPLCAST_KEY_PREFIX, fn)
+    out.push(t.value)
+    // Until the API had written its reply: what the one-shot's clean-up does after it is not counted.
+    const until = Math.min(firstResponse(t.entries), t.value)
+    cost.rt.push(roundTrips(t.entries, until))
+    cost.seq.push(sequentialRoundTrips(t.entries, until))
+    cost.docker.push(dockerCalls(t.entries, until))
   }
+  costs.set(out, cost)
   return out
+}
+
+/** The sample's median round trips and Docker calls per request. */
+function costLine(samples: number[]): string {
+  const c = costs.get(samples)
+  if (!c) return ''
+  const med = (xs: number[]) => summarize(xs).median
+  return `  Redis ${String(med(c.rt)).padStart(2)} round trips (${String(med(c.seq)).padStart(2)} one after the other), Docker ${med(c.docker)}`
 }
 
 async function main(): Promise<void> {
@@ -84,25 +106,29 @@ async function main(): Promise<void> {
     await oneShot(app, false, {})
     const h0 = await hits(app)
     const full = () => poolFull(app)
-    const pooledCreate = await sample(SAMPLES, () => create(app, {}), full)
-    const coldCreate = await sample(SAMPLES, () => create(app, COLD_SESSION), full)
-    const pooledJson = await sample(SAMPLES, () => oneShot(app, false, {}), full)
-    const pooledSse = await sample(SAMPLES, () => oneShot(app, true, {}), full)
-    const coldJson = await sample(Math.ceil(SAMPLES / 3), () => oneShot(app, false, { limits: coldLimits(app) }), full)
+    const pooledCreate = await sample(app, SAMPLES, () => create(app, {}), full)
+    const coldCreate = await sample(app, SAMPLES, () => create(app, COLD_SESSION), full)
+    const pooledJson = await sample(app, SAMPLES, () => oneShot(app, false, {}), full)
+    const pooledSse = await sample(app, SAMPLES, () => oneShot(app, true, {}), full)
+    const coldJson = await sample(app, Math.ceil(SAMPLES / 3), () => oneShot(app, false, { limits: coldLimits(app) }), full)
     const sid = ((await (await fetch(`${app.base}/v1/sessions`, { method: 'POST', headers: app.headers, body: '{}' })).json()) as { id: string }).id
     await execution(app, sid)
-    const inSession = await sample(SAMPLES, () => execution(app, sid))
+    const inSession = await sample(app, SAMPLES, () => execution(app, sid))
     const took = (await hits(app)) - h0
     console.log(`warm pool benchmark (pool of ${POOL_SIZE}, ${SAMPLES} samples each, the pool refilled before each; ${took} pool hits)`)
-    console.log(line('session create, from the pool', pooledCreate))
-    console.log(line('session create, cold (baseline)', coldCreate))
-    console.log(line('one-shot print(1) JSON, from the pool', pooledJson))
-    console.log(line('one-shot print(1) SSE, from the pool', pooledSse))
-    console.log(line('one-shot print(1) JSON, cold (baseline)', coldJson))
-    console.log(line('print(1) JSON in an existing session', inSession))
+    const show = (name: string, s: number[]) => console.log(line(name, s) + costLine(s))
+    show('session create, from the pool', pooledCreate)
+    show('session create, cold (baseline)', coldCreate)
+    show('one-shot print(1) JSON, from the pool', pooledJson)
+    show('one-shot print(1) SSE, from the pool', pooledSse)
+    show('one-shot print(1) JSON, cold (baseline)', coldJson)
+    show('print(1) JSON in an existing session', inSession)
     const med = (s: number[]) => summarize(s).median
     console.log(
       `ratio median cold / pooled: session create ${(med(coldCreate) / med(pooledCreate)).toFixed(1)}x; one-shot JSON ${(med(coldJson) / med(pooledJson)).toFixed(1)}x`,
+    )
+    console.log(
+      `ratio median one-shot / print(1) in an existing session (same run): JSON ${(med(pooledJson) / med(inSession)).toFixed(1)}x, SSE ${(med(pooledSse) / med(inSession)).toFixed(1)}x`,
     )
     const ok = med(pooledCreate) <= 10 && med(coldCreate) >= 10 * med(pooledCreate) && med(pooledJson) <= 15 && med(pooledSse) <= 15
     console.log(`targets (create p50 <= 10 ms and >= 10x cold; one-shot JSON and SSE p50 <= 15 ms): ${ok ? 'met' : 'NOT met'}`)

@@ -72,7 +72,7 @@ ensure_docker() {
 }
 
 ensure_redis() { # Redis with persistence (scripts/redis.conf: append-only file, fsync every second), files under .replcast/redis
-  ensure_apt redis-server
+  ensure_apt redis-server redis-sentinel # redis-sentinel: test/redis-sentinel.test.ts fails Redis over through it
   local port="${REDIS_PORT:-6379}" dir="$REPLCAST_STATE/redis"
   if redis-cli -p "$port" ping >/dev/null 2>&1; then
     # One replcast started earlier (its files in the state folder) may predate persistence: switch it on.

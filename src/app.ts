@@ -3,15 +3,21 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
 import { fastifySSE } from '@fastify/sse'
 import fastifySwagger from '@fastify/swagger'
-import { Redis } from 'ioredis'
+import type { Redis } from 'ioredis'
 import { pino, type Logger } from 'pino'
 import { randomUUID } from 'node:crypto'
 import type { Config } from './config.js'
 import * as schemas from './schemas.js'
 import { DockerSandboxDriver } from './sandbox/docker-driver.js'
+import type { SandboxDriver } from './sandbox/driver.js'
 import { RedisStore } from './store/redis-store.js'
+import { connectRedis } from './store/redis-connect.js'
 import { EventFeed } from './store/event-feed.js'
 import { createSessionLayer } from './sessions/index.js'
+import { createCluster } from './cluster/index.js'
+import { installHolderRouting } from './http/holder-routing.js'
+import { installMcpRouting } from './http/mcp-routing.js'
+import { installPlacement } from './http/placement.js'
 import { createMetrics } from './sessions/metrics.js'
 import { authenticate, isAuthenticatedRoute } from './http/auth.js'
 import { clientErrorHandler, frameworkErrorHandler, installProblemHandling } from './http/problem-handler.js'
@@ -38,7 +44,7 @@ export interface AppOptions {
   config: Config
   logger?: Logger
   redis?: Redis
-  driver?: DockerSandboxDriver
+  driver?: SandboxDriver
   /** false: no background work on ready (no adoption, reaper, event feed), e.g. to render openapi.yaml. */
   background?: boolean
   /** The clock of time windows (tenants' LLM budgets); tests pin it so a window does not end mid-test. */
@@ -54,11 +60,14 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     opts.logger ??
     pino({
       level: config.LOG_LEVEL,
-      redact: { paths: ['req.headers.authorization', 'headers.authorization', '*.apiKey', '*.OPENAI_API_KEY'], censor: '[redacted]' },
+      redact: {
+        paths: ['req.headers.authorization', 'headers.authorization', '*.apiKey', '*.OPENAI_API_KEY', '*.REPLCAST_INTERNAL_SECRET'],
+        censor: '[redacted]',
+      },
       serializers: { req: serializeRequest },
     })
   // A request fails fast (503 unavailable) while Redis is away; the connection keeps retrying.
-  const redis = opts.redis ?? new Redis(config.REDIS_URL, { lazyConnect: false, maxRetriesPerRequest: 1 })
+  const redis = opts.redis ?? connectRedis(config, { lazyConnect: false, maxRetriesPerRequest: 1 })
   const blocking = redis.duplicate()
   for (const [name, conn] of [
     ['redis', redis],
@@ -82,6 +91,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   const subCalls = new SubCalls(llmClient, models, config.REPLCAST_MODEL, log.child({ component: 'llm-subcalls' }), budget)
   const layer = createSessionLayer({ config, store, feed, driver, log: log.child({ component: 'sessions' }), metrics, llmRequests: subCalls })
   const { sessions, executions } = layer
+  const cluster = createCluster({ config, redis, store, log: log.child({ component: 'cluster' }), sessions: layer })
   const llm = new LlmService({ config, executions, store, log: log.child({ component: 'agent' }), llm: llmClient, subCalls, budget, allowedModels: models })
   const streams = new SseStreams()
 
@@ -140,11 +150,16 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   ])
   await app.register(fastifySSE, { heartbeatInterval: config.SSE_HEARTBEAT_MS })
 
-  const auth = authenticate(config, store)
+  const auth = authenticate(config, store, (req) => cluster.isInternal(req.raw))
   // Decided on the matched route, never on the raw URL (absolute-form or percent-encoded paths).
   app.addHook('onRequest', async (req) => {
     if (isAuthenticatedRoute(req.routeOptions.url)) await auth(req)
   })
+  // Routes that need the session's sandbox are answered by the instance holding it.
+  installHolderRouting(app, cluster)
+  installMcpRouting(app, cluster)
+  // Creates go to the Docker engine with the most free capacity.
+  installPlacement(app, cluster, layer.engines)
   app.addHook('onResponse', async (req, reply) => {
     metrics.httpSeconds.observe({ method: req.method, route: req.routeOptions.url ?? 'unknown', status: String(reply.statusCode) }, reply.elapsedTime / 1000)
   })
@@ -154,24 +169,38 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   await app.register(fileRoutes, { files: layer.files, maxDrainBytes: config.MAX_FILE_BYTES })
   await app.register(oneShotRoutes, { oneShots: layer.oneShots, executions, streams, templates: layer.templates })
   await app.register(messageRoutes, { executions, streams, llm })
-  await app.register(mcpRoutes, { sessions, executions, version: API_VERSION })
+  await app.register(mcpRoutes, { sessions, executions, files: layer.files, oneShots: layer.oneShots, version: API_VERSION })
   await app.register(playgroundRoutes)
   await app.register(opsRoutes, { redis, driver, metrics, openapiYaml: () => app.swagger({ yaml: true }) })
 
   if (opts.background !== false) {
     app.addHook('onReady', async () => {
+      await cluster.start()
       feed.start()
       await layer.start()
+      cluster.run()
+    })
+    app.addHook('onListen', async () => {
+      cluster.listening(app.server.address())
+    })
+    // Stopping: the sessions go to another instance at once (their sandboxes and executions go on).
+    app.addHook('preClose', async () => {
+      await cluster.handOver().catch((err: unknown) => log.warn({ err }, 'the hand-over of sessions failed; their leases lapse instead'))
     })
   }
   app.addHook('preClose', async () => {
     await streams.closeAll()
   })
   app.addHook('onClose', async () => {
+    await cluster.close()
     await layer.close()
     await feed.stop()
     blocking.disconnect()
-    if (!opts.redis) await redis.quit().catch(() => undefined)
+    if (!opts.redis) {
+      await redis.quit().catch(() => undefined)
+      // Through Sentinel, quit leaves ioredis's failover-detector connections open (ioredis#1362): disconnect closes them.
+      redis.disconnect()
+    }
   })
   return app
 }

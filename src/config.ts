@@ -7,6 +7,7 @@ import { createHash } from 'node:crypto'
 import { hostname } from 'node:os'
 import { parseTenantLimits, TenantLimitsError, type TenantPolicy } from './tenants.js'
 import { parseTemplates, TemplatesError } from './templates.js'
+import { parseSentinels } from './store/redis-connect.js'
 
 const Int = (def: number, min: number, max: number, description: string) => Type.Integer({ default: def, minimum: min, maximum: max, description })
 const Num = (def: number, min: number, max: number, description: string) => Type.Number({ default: def, minimum: min, maximum: max, description })
@@ -29,11 +30,27 @@ export const ConfigSchema = Type.Object({
     { default: 'info', description: 'pino log level' },
   ),
   REDIS_URL: Str('redis://127.0.0.1:6379', 'Redis connection URL'),
+  REDIS_SENTINELS: Str(
+    '',
+    'Redis Sentinel addresses, host:port comma-separated; when set the master is found through them (REDIS_URL then gives only credentials and database)',
+  ),
+  REDIS_SENTINEL_NAME: Str('mymaster', 'The master name the sentinels monitor'),
   REPLCAST_KEY_PREFIX: Str('replcast:', 'Prefix of every Redis key'),
   DOCKER_HOST: Str('', 'Docker engine address (unix:///path or tcp://host:port); empty = local socket'),
   REPLCAST_API_KEYS: Str('', 'tenant=key pairs, comma-separated'),
   REPLCAST_API_KEYS_FILE: Str('', 'File with one tenant=key per line (adds to REPLCAST_API_KEYS)'),
   REPLCAST_INSTANCE_ID: Str('', 'Stable id of this API instance (default hostname:port); a restarted instance re-adopts its sessions at once'),
+  REPLCAST_ADVERTISE_URL: Str(
+    '',
+    "URL at which other API instances reach this one (default http://HOST:PORT, with this host's name when HOST is 0.0.0.0 or ::)",
+  ),
+  REPLCAST_INTERNAL_SECRET: Str('', 'Secret that marks requests one API instance passes to another (never logged); empty: one made once and kept in Redis'),
+  INSTANCE_HEARTBEAT_MS: Int(
+    1000,
+    50,
+    600000,
+    'How often an API instance renews its heartbeat in Redis; its sessions are taken over when it misses three (at most LEASE_TTL_MS)',
+  ),
   REPLCAST_DEPLOYMENT: Str('default', 'Label value separating deployments sharing one Docker engine'),
   SANDBOX_IMAGE: Str('replcast-sandbox:latest', 'Sandbox image'),
   SANDBOX_RUNTIME: Type.Union([Type.Literal('runc'), Type.Literal('runsc')], { default: 'runc', description: 'Default container runtime (runsc = gVisor)' }),
@@ -141,6 +158,11 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     throw new ConfigError(`invalid ${name}=${JSON.stringify(env[name] ?? '')}: ${firstError.message}`)
   }
   if (parsed.MAX_MEMORY_MB < parsed.SANDBOX_MEMORY_MB) throw new ConfigError('MAX_MEMORY_MB must be >= SANDBOX_MEMORY_MB')
+  try {
+    parseSentinels(parsed.REDIS_SENTINELS)
+  } catch (err) {
+    throw new ConfigError(`invalid REDIS_SENTINELS: ${(err as Error).message}`)
+  }
   const apiKeys = parseApiKeys(parsed.REPLCAST_API_KEYS, parsed.REPLCAST_API_KEYS_FILE)
   if (apiKeys.size === 0) throw new ConfigError('no API keys: set REPLCAST_API_KEYS=tenant=key or REPLCAST_API_KEYS_FILE')
   const instanceId = parsed.REPLCAST_INSTANCE_ID || `${hostname()}:${parsed.PORT}`

@@ -24,7 +24,6 @@ export const ERRORS = {
   payload_too_large: { status: 413, title: 'The request body is too large' },
   workspace_full: { status: 413, title: "The session's workspace has no room for this" },
   unsupported_media_type: { status: 415, title: 'Unsupported content type' },
-  session_elsewhere: { status: 421, title: 'The session is held by another API instance' },
   headers_too_large: { status: 431, title: 'The request headers are too large' },
   quota_exceeded: { status: 429, title: 'A tenant quota is exhausted' },
   rate_limited: { status: 429, title: 'Too many requests' },
@@ -35,6 +34,7 @@ export const ERRORS = {
   llm_not_configured: { status: 503, title: 'No LLM endpoint is configured' },
   unavailable: { status: 503, title: 'A backing service is unavailable' },
   capacity: { status: 503, title: 'The host has no room for another sandbox' },
+  session_moving: { status: 503, title: 'The session is moving to another API instance; try again shortly' },
 } as const satisfies Record<string, { status: number; title: string }>
 
 export type ErrorCode = keyof typeof ERRORS

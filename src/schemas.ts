@@ -79,6 +79,7 @@ export const Session = Type.Object(
     metadata: Metadata,
     execution_count: Type.Integer({ description: 'Executions run so far' }),
     template: Type.String({ description: 'The sandbox template it was started from' }),
+    status_detail: Type.Optional(Type.String({ description: 'Why a dead session is dead, when there is more to say than that its sandbox stopped' })),
   },
   { $id: 'Session', additionalProperties: false },
 )

@@ -1,8 +1,11 @@
 // The `replcast` CLI as a user runs it: a child process (`node clients/typescript/bin/replcast.js`,
 // the root package's bin) against a live server. Output order and timing, exit codes, code from an
-// argument, a file and stdin, Ctrl+C as an interrupt, the interactive console, sessions ls/rm.
+// argument, a file and stdin, Ctrl+C as an interrupt, the interactive console, sessions ls/rm,
+// files put/get/ls/rm, bash scripts and one-shots.
 import t from 'tap'
 import { execFile, spawn, type ChildProcessWithoutNullStreams } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { readFile, writeFile } from 'node:fs/promises'
 import { promisify } from 'node:util'
 import { fileURLToPath } from 'node:url'
 import { API_KEY, startApp } from './helpers/app.js'
@@ -140,5 +143,57 @@ t.test('the replcast CLI', async (t) => {
     t.equal(await c.exited, 0)
     t.match(c.stdout(), /10\nsleeping\nloop 0\nloop 1\n5\n$/, 'a block without an empty line ends at the next unindented line; x survived')
     t.equal(await sessionsNow(), 0, 'leaving deletes the session')
+  })
+
+  t.test('files put, ls, get and rm: a round trip byte for byte', async (t) => {
+    const sid = await createSession(h.url)
+    const dir = t.testdir()
+    const blob = randomBytes(300_000)
+    await writeFile(`${dir}/blob.bin`, blob)
+    const put = cli(h.url, ['files', 'put', `${dir}/blob.bin`, 'data/blob.bin', '-s', sid])
+    t.equal(await put.exited, 0, put.stderr())
+    t.equal(put.stdout(), 'created data/blob.bin (300000 bytes)\n')
+    const piped = cli(h.url, ['files', 'put', '-', 'notes.txt', '--session', sid], { stdin: 'from stdin\n' })
+    t.equal(await piped.exited, 0, piped.stderr())
+    const ls = cli(h.url, ['files', 'ls', '-r', '-s', sid])
+    t.equal(await ls.exited, 0)
+    t.match(ls.stdout(), /^ +- {2}\S+ {2}data\/\n300000 {2}\S+ {2}data\/blob\.bin\n +11 {2}\S+ {2}notes\.txt\n$/, 'size, time, path; folders end in /')
+    const get = cli(h.url, ['files', 'get', 'data/blob.bin', `${dir}/back.bin`, '-s', sid])
+    t.equal(await get.exited, 0, get.stderr())
+    t.same(await readFile(`${dir}/back.bin`), blob, 'the downloaded file is the uploaded one')
+    const cat = cli(h.url, ['files', 'get', 'notes.txt', '-', '-s', sid])
+    t.equal(await cat.exited, 0)
+    t.equal(cat.stdout(), 'from stdin\n', "'-' writes the file to stdout")
+    const dirRm = cli(h.url, ['files', 'rm', 'data', '-s', sid])
+    t.equal(await dirRm.exited, 3)
+    t.match(dirRm.stderr(), /is_a_directory/)
+    t.equal(await cli(h.url, ['files', 'rm', '-r', 'data', 'notes.txt', '-s', sid]).exited, 0)
+    const missing = cli(h.url, ['files', 'get', 'notes.txt', `${dir}/gone.txt`, '-s', sid])
+    t.equal(await missing.exited, 3)
+    t.match(missing.stderr(), /file_not_found/)
+    await t.rejects(readFile(`${dir}/gone.txt`), 'no file is left behind for a failed download')
+    const noSession = cli(h.url, ['files', 'ls'])
+    t.equal(await noSession.exited, 2)
+    t.match(noSession.stderr(), /--session/)
+    await api(h.url, 'DELETE', `/v1/sessions/${sid}`)
+  })
+
+  t.test('run --bash exits with the script exit code; --once runs without a session', async (t) => {
+    const bash = cli(h.url, ['run', '--bash', 'echo hi; echo oops >&2; exit 7'])
+    t.equal(await bash.exited, 7)
+    t.equal(bash.stdout(), 'hi\n')
+    t.equal(bash.stderr(), 'oops\n')
+    t.equal(await cli(h.url, ['run', '--bash', 'test -d /workspace']).exited, 0)
+    const once = cli(h.url, ['run', '--once', 'import os\nprint(os.listdir("."))'])
+    t.equal(await once.exited, 0, once.stderr())
+    t.equal(once.stdout(), '[]\n')
+    const onceBash = cli(h.url, ['run', '--once', '--bash'], { stdin: 'echo $((6 * 7)); exit 4\n' })
+    t.equal(await onceBash.exited, 4)
+    t.equal(onceBash.stdout(), '42\n')
+    const raised = cli(h.url, ['run', '--once', '1 / 0'])
+    t.equal(await raised.exited, 1)
+    t.match(raised.stderr(), /ZeroDivisionError/)
+    t.equal(await cli(h.url, ['run', '--once', '--session', 'ses_AAAAAAAAAAAAAAAAAAAA', '1']).exited, 2)
+    t.ok(await waitFor(async () => (await sessionsNow()) === 0), 'nothing is left')
   })
 })

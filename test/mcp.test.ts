@@ -2,26 +2,13 @@
 // live server (real Docker and Redis): tools listed, state across calls, errors as tool results,
 // output sent while the code runs, and the API keys enforced.
 import t from 'tap'
-import { Client } from '@modelcontextprotocol/sdk/client/index.js'
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { LoggingMessageNotificationSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js'
 import { API_KEY, OTHER_KEY, startApp } from './helpers/app.js'
 import { api } from './helpers/client.js'
+import { callTool, connectMcp, textOf } from './helpers/mcp.js'
 
-async function connect(url: string, key: string | null): Promise<Client> {
-  const client = new Client({ name: 'replcast-test', version: '1.0.0' })
-  const headers: Record<string, string> = key === null ? {} : { authorization: `Bearer ${key}` }
-  await client.connect(new StreamableHTTPClientTransport(new URL(`${url}/mcp`), { requestInit: { headers } }))
-  return client
-}
-
-const textOf = (r: CallToolResult) =>
-  r.content
-    .filter((c) => c.type === 'text')
-    .map((c) => c.text)
-    .join('')
-
-const call = async (client: Client, name: string, args: Record<string, unknown> = {}) => (await client.callTool({ name, arguments: args })) as CallToolResult
+const connect = connectMcp
+const call = callTool
 
 t.test('the MCP server', async (t) => {
   const h = await startApp(t)
@@ -31,7 +18,19 @@ t.test('the MCP server', async (t) => {
   t.test('lists its tools with descriptions and input schemas', async (t) => {
     const { tools } = await client.listTools()
     const byName = new Map(tools.map((tool) => [tool.name, tool]))
-    t.same([...byName.keys()].sort(), ['create_session', 'delete_session', 'interrupt', 'list_sessions', 'run_python'])
+    t.same([...byName.keys()].sort(), [
+      'create_session',
+      'delete_file',
+      'delete_session',
+      'execute',
+      'interrupt',
+      'list_files',
+      'list_sessions',
+      'read_file',
+      'run_bash',
+      'run_python',
+      'write_file',
+    ])
     const run = byName.get('run_python')!
     t.match(run.description, /persistent/)
     t.same(run.inputSchema.required, ['session_id', 'code'])

@@ -8,7 +8,6 @@ dropped), then exactly one done.
 import ast
 import asyncio
 import base64
-import builtins
 import inspect
 import linecache
 import os
@@ -19,44 +18,14 @@ import time
 import traceback
 
 from . import display
+from .jobs import ExecContext, StreamJob
+from .no_stdin import repair_stdin
 from .protocol import log
 from .source import StatementSplitter, dedent_cell, ends_with_semicolon
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 _ASYNCIO_DIR = os.path.dirname(os.path.abspath(asyncio.__file__))
 _COMPILE_FLAGS = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
-
-
-class ExecuteJob:
-    def __init__(self, exec_id, code, display_last, max_stream, max_image, language="python"):
-        self.exec_id = exec_id
-        self.code = code
-        self.language = language  # python, or bash (a child process; see shell.py)
-        self.display_last = display_last
-        self.max_stream = max_stream
-        self.max_image = max_image
-
-
-class StreamJob(ExecuteJob):
-    """A streamed execution; chunks arrive on `inbox` from the reader thread."""
-
-    def __init__(self, exec_id, display_last, max_stream, max_image):
-        super().__init__(exec_id, None, display_last, max_stream, max_image)
-        self.inbox = queue.SimpleQueue()
-        self.finished = False
-
-
-class ExecContext:
-    def __init__(self, job, count, limits):
-        self.exec_id = job.exec_id
-        self.count = count
-        self.max_stream = job.max_stream
-        self.max_image = min(job.max_image, limits.image_bytes_ceiling)
-        self.max_text = min(job.max_stream, limits.text_mime_bytes)
-        self.started = time.monotonic()
-        self.text_dropped = 0
-        self.image_dropped = 0
-        self.final_sent = False
 
 
 class Executor:
@@ -180,7 +149,7 @@ class Executor:
             self.capture.repair_fds()
             self.capture.repair_streams()
             self.gate.install()
-            _repair_stdin()
+            repair_stdin()
         except Exception as exc:
             log("repair failed: %r" % exc)
 
@@ -385,59 +354,3 @@ class Executor:
 
 def _is_internal(filename):
     return filename.startswith(_PACKAGE_DIR) or filename.startswith(_ASYNCIO_DIR)
-
-
-class StdinNotImplementedError(NotImplementedError):
-    """input() and reads of sys.stdin: the sandbox has no interactive stdin."""
-
-
-_STDIN_MESSAGE = ("input() is not supported: this sandbox has no interactive stdin. "
-                  "Pass data in with variables or files instead.")
-
-
-def _no_input(prompt=""):
-    raise StdinNotImplementedError(_STDIN_MESSAGE)
-
-
-class _NoStdin:
-    """sys.stdin replacement: every read fails fast with a clear error."""
-
-    closed = False
-    encoding = "utf-8"
-
-    def _fail(self, *args, **kwargs):
-        raise StdinNotImplementedError(_STDIN_MESSAGE)
-
-    read = readline = readlines = __iter__ = __next__ = _fail
-
-    def fileno(self):
-        return 0
-
-    def isatty(self):
-        return False
-
-    def readable(self):
-        return True
-
-    def close(self):
-        pass
-
-    def flush(self):
-        pass
-
-
-_STDIN = _NoStdin()
-
-
-def _repair_stdin():
-    if sys.stdin is not _STDIN:
-        sys.stdin = sys.__stdin__ = _STDIN
-    if builtins.input is not _no_input:
-        builtins.input = _no_input
-    try:
-        os.fstat(0)
-    except OSError:
-        fd = os.open(os.devnull, os.O_RDONLY)
-        if fd != 0:
-            os.dup2(fd, 0)
-            os.close(fd)

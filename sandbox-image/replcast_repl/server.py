@@ -15,11 +15,13 @@ import types
 
 from . import display, protocol
 from .capture import Capture
-from .executor import ExecuteJob, Executor, StreamJob, _repair_stdin
+from .executor import Executor
 from .files import ReplyError, Workspace
 from .helpers import Helpers, install
 from .interrupt import InterruptGate
+from .jobs import ExecuteJob, StreamJob
 from .limits import Limits
+from .no_stdin import repair_stdin
 from .protocol import Channel, log, parse_frame
 from .shell import Shell
 
@@ -75,7 +77,7 @@ class Server:
         self.channel.start()
         self.capture.install()
         self.gate.install()
-        _repair_stdin()
+        repair_stdin()
         self.channel.send("ready", **protocol.ready_fields(self.limits))
         threading.Thread(target=self._control_loop, name="replcast-control", daemon=True).start()
         threading.Thread(target=self._read_loop, name="replcast-reader", daemon=True).start()

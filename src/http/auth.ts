@@ -31,7 +31,8 @@ export function isAuthenticatedRoute(routeUrl: string | undefined): boolean {
   return routeUrl === '/mcp' || (routeUrl?.startsWith('/v1/') ?? false)
 }
 
-export function authenticate(config: Config, store: RedisStore) {
+/** `passedOn`: a request another instance passed on, already counted against the tenant's rate there. */
+export function authenticate(config: Config, store: RedisStore, passedOn: (request: FastifyRequest) => boolean = () => false) {
   const secret = streamTokenSecret(store)
   return async (request: FastifyRequest): Promise<void> => {
     const header = request.headers.authorization ?? ''
@@ -48,6 +49,7 @@ export function authenticate(config: Config, store: RedisStore) {
       throw new AppError('unauthorized', m ? 'the API key is not valid' : 'send Authorization: Bearer <api key>', { headers: { 'www-authenticate': 'Bearer' } })
     request.tenant = tenant
     request.log = request.log.child({ tenant })
+    if (passedOn(request)) return
     const { count, resetMs } = await store.countRequest(tenant, Date.now())
     const perMinute = config.tenantLimits.for(tenant).rate_per_min
     if (count > perMinute) {

@@ -12,7 +12,7 @@ const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'])
 /** The 404 that an id in the path leads to when it is unknown (or another tenant's); other parameters' routes name their own. */
 const NOT_FOUND: Record<string, ErrorCode> = { id: 'session_not_found', eid: 'execution_not_found' }
 
-type RouteShape = Pick<RouteOptions, 'method' | 'url' | 'schema'> & { sse?: unknown }
+type RouteShape = Pick<RouteOptions, 'method' | 'url' | 'schema'> & { sse?: unknown; config?: { holder?: boolean } }
 
 /** The error codes that follow from a route's shape alone. */
 function shapeProblems(route: RouteShape): ErrorCode[] {
@@ -31,6 +31,8 @@ function shapeProblems(route: RouteShape): ErrorCode[] {
   if (json && [route.method].flat().some((m) => BODY_METHODS.has(m))) codes.push('bad_request', 'payload_too_large', 'unsupported_media_type')
   // An SSE-only route refuses a client that will not take text/event-stream.
   if (route.sse === 'only') codes.push('not_acceptable')
+  // A route run by the session's holder (src/http/holder-routing.ts) waits a bounded time while the holder changes.
+  if (route.config?.holder) codes.push('session_moving')
   return codes
 }
 

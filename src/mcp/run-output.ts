@@ -1,6 +1,6 @@
 // An execution as an MCP tool call sees it: its output sent while it runs (progress notifications
 // when the call carries a progressToken, logging notifications otherwise) and, at its end, one tool
-// result: the text output in order, images as image content, isError when it did not end ok.
+// result: the text output in order, images as image content, a bash script's exit code, isError when it did not end ok.
 import type { CallToolResult, ServerNotification } from '@modelcontextprotocol/sdk/types.js'
 import type { LoggedEvent } from '../store/redis-store.js'
 
@@ -60,13 +60,18 @@ export class RunOutput {
   private text = ''
   private readonly images: Content[] = []
   private status = ''
+  /** A bash execution's exit code (null: the sandbox died first); undefined for Python. */
+  private exitCode: number | null | undefined
   private sent = 0
 
   constructor(private readonly channel: CallChannel) {}
 
   /** One event from the execution's log, in order. A notification that cannot be sent (client gone) is skipped. */
   async add(e: LoggedEvent): Promise<void> {
-    if (e.type === 'done') this.status = typeof e.status === 'string' ? e.status : 'error'
+    if (e.type === 'done') {
+      this.status = typeof e.status === 'string' ? e.status : 'error'
+      if ('exit_code' in e) this.exitCode = typeof e.exit_code === 'number' ? e.exit_code : null
+    }
     const text = eventText(e)
     const images = eventImages(e)
     this.text += text
@@ -85,8 +90,12 @@ export class RunOutput {
   /** The tool result; `executionId` is named so a caller can read the full log over the HTTP API. */
   result(executionId: string): CallToolResult {
     const ok = this.status === 'ok'
-    let text = this.text || (ok ? '(no output)\n' : '')
-    if (!ok) text += `[execution ${executionId} ended: ${this.status || 'without a done event'}]\n`
+    const bash = this.exitCode !== undefined
+    let text = this.text || (ok && !bash ? '(no output)\n' : '')
+    if (bash) text += `[exit code ${this.exitCode ?? 'unknown: the sandbox died'}]\n`
+    // A script that exited nonzero ended with status error: its exit code already says so.
+    if (!ok && !(this.status === 'error' && typeof this.exitCode === 'number'))
+      text += `[execution ${executionId} ended: ${this.status || 'without a done event'}]\n`
     return { content: [{ type: 'text', text }, ...this.images], isError: !ok }
   }
 }

@@ -3,18 +3,21 @@
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js'
 import type { Logger } from 'pino'
 import { z } from 'zod'
-import type { Executions, SessionService } from '../sessions/index.js'
+import type { Executions, OneShots, SessionFiles, SessionService } from '../sessions/index.js'
 import { TOOLS, toolError, type ToolDef } from './tools.js'
 
 export interface McpDeps {
   sessions: SessionService
   executions: Executions
+  files: SessionFiles
+  oneShots: OneShots
   version: string
 }
 
 const INSTRUCTIONS =
   'replcast runs Python in sandboxed sessions. Call create_session once, then run_python with its session_id as often as needed: ' +
-  'state (variables, imports, files in /workspace) is kept between calls. Call delete_session when done.'
+  'state (variables, imports, files in /workspace) is kept between calls; run_bash runs shell commands and the file tools move files in the same session. ' +
+  'Call delete_session when done. For a single run that needs no state, execute runs code once in a fresh sandbox.'
 
 /**
  * The SDK takes zod schemas: each tool's JSON Schema (TypeBox) converted once, from a plain copy so no
@@ -34,6 +37,8 @@ export function createMcpServer(deps: McpDeps, tenant: string, log: Logger): Mcp
         tenant,
         sessions: deps.sessions,
         executions: deps.executions,
+        files: deps.files,
+        oneShots: deps.oneShots,
         log: toolLog,
         call: { progressToken: extra._meta?.progressToken, sendNotification: extra.sendNotification, signal: extra.signal },
       }

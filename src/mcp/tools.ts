@@ -1,40 +1,27 @@
 // The MCP tools, one entry each: name, description, input (TypeBox, built from the API's own schemas
-// in schemas.ts) and what it does through the sessions layer. Adding a tool is adding one entry.
-import type { CallToolResult, ToolAnnotations } from '@modelcontextprotocol/sdk/types.js'
+// in schemas.ts) and what it does through the sessions layer. Adding a tool is adding one entry;
+// the file tools live in file-tools.ts.
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
 import type { Logger } from 'pino'
-import { Type, type Static, type TObject } from 'typebox'
+import { Type } from 'typebox'
 import { AppError } from '../errors.js'
-import { CreateSessionBody, ExecuteBody, Runtime, Session } from '../schemas.js'
-import type { Executions, SessionService } from '../sessions/index.js'
-import { RunOutput, type CallChannel } from './run-output.js'
+import { CreateSessionBody, ExecuteBody, OneShotBody, Runtime, Session } from '../schemas.js'
+import { FILE_TOOLS, FileContentArgs, decodeContent } from './file-tools.js'
+import { RunOutput } from './run-output.js'
+import { closedWorld, json, SessionIdArg, text, tool, type ToolContext, type ToolDef } from './tool-def.js'
 
-interface ToolContext {
-  tenant: string
-  sessions: SessionService
-  executions: Executions
-  log: Logger
-  /** The call's way back to the client, and its abort signal (the client cancelled or went away). */
-  call: CallChannel & { signal: AbortSignal }
+export type { ToolDef } from './tool-def.js'
+
+/** Follows an execution to its end into a tool result; a caller who cancels or leaves interrupts it (nobody will read the result). */
+async function followRun(ctx: ToolContext, sid: string, eid: string): Promise<CallToolResult> {
+  const output = new RunOutput(ctx.call)
+  const ended = await ctx.executions.follow(sid, eid, '', (e) => output.add(e), ctx.call.signal)
+  if (!ended && ctx.call.signal.aborted) {
+    await ctx.executions.interrupt(ctx.tenant, sid).catch(() => undefined)
+    ctx.log.info({ sessionId: sid, executionId: eid }, 'mcp: call cancelled, execution interrupted')
+  }
+  return output.result(eid)
 }
-
-export interface ToolDef<I extends TObject = TObject> {
-  name: string
-  title: string
-  description: string
-  input: I
-  annotations: ToolAnnotations
-  run(args: Static<I>, ctx: ToolContext): Promise<CallToolResult>
-}
-
-/** Keeps each entry's argument type checked against its own input schema. */
-const tool = <I extends TObject>(def: ToolDef<I>): ToolDef => def
-
-const text = (s: string): CallToolResult => ({ content: [{ type: 'text', text: s }] })
-const json = (v: unknown): string => JSON.stringify(v, null, 2)
-
-const SessionIdArg = Type.Object({ session_id: Session.properties.id }, { additionalProperties: false })
-// Every tool runs code or changes sessions in a sandbox with no network: none reaches the outside world.
-const closedWorld = { openWorldHint: false }
 
 const createSession = tool({
   name: 'create_session',
@@ -56,6 +43,7 @@ const createSession = tool({
 
 const runPython = tool({
   name: 'run_python',
+  holder: true,
   title: 'Run Python',
   description:
     "Run Python code in a session's persistent REPL, like a notebook cell: variables, imports and files in /workspace are kept between calls. " +
@@ -68,21 +56,67 @@ const runPython = tool({
   ),
   annotations: { ...closedWorld, readOnlyHint: false, destructiveHint: false, idempotentHint: false },
   async run(args, ctx) {
-    const { session_id: sid } = args
-    const eid = await ctx.executions.submit(ctx.tenant, sid, args.code, args.timeout_s)
-    const output = new RunOutput(ctx.call)
-    const ended = await ctx.executions.follow(sid, eid, '', (e) => output.add(e), ctx.call.signal)
-    if (!ended && ctx.call.signal.aborted) {
-      // The caller cancelled or left: nobody will read the result, so the code should not keep the session busy.
-      await ctx.executions.interrupt(ctx.tenant, sid).catch(() => undefined)
-      ctx.log.info({ sessionId: sid, executionId: eid }, 'mcp: call cancelled, execution interrupted')
+    const eid = await ctx.executions.submit(ctx.tenant, args.session_id, args.code, args.timeout_s)
+    return followRun(ctx, args.session_id, eid)
+  },
+})
+
+const runBash = tool({
+  name: 'run_bash',
+  holder: true,
+  title: 'Run a bash script',
+  description:
+    "Run a bash script in a session's sandbox, as a child process with /workspace as its working directory (the same files run_python sees; " +
+    "the Python variables are not touched). Returns what it printed (stdout and stderr, in order) and its exit code as the last line, '[exit code N]'; " +
+    'a nonzero exit code marks the result as an error. Output is also sent as notifications while it runs. There is no network.',
+  input: Type.Object(
+    {
+      session_id: Session.properties.id,
+      code: { ...ExecuteBody.properties.code, description: 'The bash script' },
+      timeout_s: ExecuteBody.properties.timeout_s,
+    },
+    { additionalProperties: false },
+  ),
+  annotations: { ...closedWorld, readOnlyHint: false, destructiveHint: false, idempotentHint: false },
+  async run(args, ctx) {
+    const eid = await ctx.executions.submit(ctx.tenant, args.session_id, args.code, args.timeout_s, undefined, 'bash')
+    return followRun(ctx, args.session_id, eid)
+  },
+})
+
+const execute = tool({
+  name: 'execute',
+  title: 'Run code once in a fresh sandbox',
+  description:
+    'Run Python (or a bash script) once in a fresh sandbox that is destroyed afterwards: no session to create or delete, and nothing persists ' +
+    '(use create_session and run_python to keep state). Input files are written into /workspace first. Returns the output as run_python does ' +
+    "(bash: with '[exit code N]'); failing code or a nonzero exit code marks the result as an error.",
+  input: Type.Object(
+    {
+      code: OneShotBody.properties.code,
+      language: OneShotBody.properties.language,
+      template: OneShotBody.properties.template,
+      files: Type.Optional(Type.Array(FileContentArgs, { maxItems: 1000, description: 'Files written into /workspace before the code runs' })),
+      timeout_s: OneShotBody.properties.timeout_s,
+    },
+    { additionalProperties: false },
+  ),
+  annotations: { ...closedWorld, readOnlyHint: false, destructiveHint: false, idempotentHint: false },
+  async run(args, ctx) {
+    const files = (args.files ?? []).map((f) => ({ path: f.path, content_base64: decodeContent(f.content, f.encoding).toString('base64') }))
+    const run = await ctx.oneShots.start(ctx.tenant, { code: args.code, language: args.language, template: args.template, timeout_s: args.timeout_s, files })
+    try {
+      return await followRun(ctx, run.sessionId, run.executionId)
+    } finally {
+      // The result is read: the sandbox goes once its execution has ended.
+      run.release()
     }
-    return output.result(eid)
   },
 })
 
 const interrupt = tool({
   name: 'interrupt',
+  holder: true,
   title: 'Interrupt running code',
   description:
     'Interrupt the code running in a session (a KeyboardInterrupt in Python; variables and files are kept). The run_python call running it returns with the traceback.',
@@ -109,6 +143,7 @@ const listSessions = tool({
 
 const deleteSession = tool({
   name: 'delete_session',
+  holder: true,
   title: 'Delete a session',
   description: 'Delete a session: its container, Python state and files are removed for good.',
   input: SessionIdArg,
@@ -119,7 +154,7 @@ const deleteSession = tool({
   },
 })
 
-export const TOOLS: readonly ToolDef[] = [createSession, runPython, interrupt, listSessions, deleteSession]
+export const TOOLS: readonly ToolDef[] = [createSession, runPython, runBash, execute, interrupt, listSessions, deleteSession, ...FILE_TOOLS]
 
 /** A tool's failure as a result the model can read and act on (not a protocol error): the stable code and what to do. */
 export function toolError(err: unknown, log: Logger): CallToolResult {

@@ -6,44 +6,21 @@ import type { Logger } from 'pino'
 import { DockerDemuxer } from './demux.js'
 import { containerConfig, containerName, type SandboxSpec } from './container-spec.js'
 import { LABEL } from './labels.js'
+import type { ImageFacts, ManagedContainer, SandboxDriver, SandboxExit, SandboxFiles, SandboxHandle } from './driver.js'
+import { HostMemory } from './host-memory.js'
+import { WorkspaceFiles } from './workspace-files.js'
 import { LimitedLog } from '../repl/limited-log.js'
 import type { ReplTransport } from '../repl/transport.js'
 import { TimeoutError, withTimeout } from '../retry.js'
 
-export interface SandboxExit {
-  exitCode: number | null
-  oomKilled: boolean
-}
-
-export interface SandboxHandle {
-  containerId: string
-  transport: ReplTransport
-  /** Resolves when the container stops (never rejects). */
-  exited: Promise<SandboxExit>
-}
-
-export interface ManagedContainer {
-  id: string
-  /** '' for a warm-pool sandbox: Redis records the session that took it. */
-  sessionId: string
-  /** Its container name (no leading slash). */
-  name: string
-  /** The API instance that made it. */
-  instance: string
-  pooled: boolean
-  state: string
-}
-
-/** What a sandbox template's image says it runs (null: no such image). */
-export interface ImageFacts {
-  command: string[]
-  labels: Record<string, string>
-}
+export type { ImageFacts, ManagedContainer, SandboxExit, SandboxHandle } from './driver.js'
 
 const STDERR_LOG_LIMIT = 64 * 1024
 
-export class DockerSandboxDriver {
+export class DockerSandboxDriver implements SandboxDriver {
   readonly docker: Docker
+  readonly memory: HostMemory
+  private engine: Promise<string> | null = null
 
   /** `timeoutMs` bounds every engine call but the ones that wait on purpose (a container's exit). */
   constructor(
@@ -52,6 +29,27 @@ export class DockerSandboxDriver {
     private readonly timeoutMs = 30000,
   ) {
     this.docker = new Docker(dockerOptions(dockerHost))
+    this.memory = new HostMemory(this.docker, timeoutMs)
+  }
+
+  /** The engine's id from `docker info`, read once (asked again after a failure). */
+  engineId(): Promise<string> {
+    this.engine ??= this.call('info', withSignal(this.docker.info.bind(this.docker))).then(
+      (info) => {
+        const id = (info as { ID?: string }).ID
+        if (!id) throw new Error('the Docker engine reports no ID')
+        return id
+      },
+      (err: unknown) => {
+        this.engine = null
+        throw err
+      },
+    )
+    return this.engine
+  }
+
+  workspaceFiles(user: string): SandboxFiles {
+    return new WorkspaceFiles({ docker: this.docker, user, timeoutMs: this.timeoutMs })
   }
 
   /** Creates and starts a sandbox; on any failure the container is removed again. Throws the engine's error, or TimeoutError. */
@@ -213,8 +211,14 @@ export class DockerSandboxDriver {
   }
 }
 
-class AttachTransport implements ReplTransport {
-  private dataCb: (chunk: Buffer) => void = () => {}
+/** What arrives before the REPL client listens (its `ready` can come first on a quick start) is kept up to this. */
+const EARLY_DATA_BYTES = 1 << 20
+
+export class AttachTransport implements ReplTransport {
+  private dataCb: ((chunk: Buffer) => void) | null = null
+  /** Stdout that came before onData: handed over, in order, when it is set. */
+  private early: Buffer[] = []
+  private earlyBytes = 0
   private closeCbs: Array<(err?: Error) => void> = []
   private closed = false
   private stderrLogged = 0
@@ -226,7 +230,7 @@ class AttachTransport implements ReplTransport {
     // Sandbox code can write to the container's stderr too: bounded in bytes and in lines per interval.
     const stderrLog = new LimitedLog(log)
     const demux = new DockerDemuxer(
-      (b) => this.dataCb(b),
+      (b) => this.deliver(b),
       (b) => {
         if (this.stderrLogged >= STDERR_LOG_LIMIT) return
         this.stderrLogged += b.length
@@ -255,6 +259,9 @@ class AttachTransport implements ReplTransport {
 
   onData(cb: (chunk: Buffer) => void): void {
     this.dataCb = cb
+    const early = this.early
+    this.early = []
+    for (const b of early) cb(b)
   }
   onClose(cb: (err?: Error) => void): void {
     this.closeCbs.push(cb)
@@ -263,6 +270,14 @@ class AttachTransport implements ReplTransport {
   close(): void {
     this.socket.destroy()
     this.finish()
+  }
+
+  private deliver(b: Buffer): void {
+    if (this.dataCb) return this.dataCb(b)
+    // Past the bound the excess is dropped: the client sees a broken line and says so.
+    if (this.earlyBytes + b.length > EARLY_DATA_BYTES) return
+    this.earlyBytes += b.length
+    this.early.push(b)
   }
 
   private finish(err?: Error): void {

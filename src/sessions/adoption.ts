@@ -4,11 +4,12 @@
 import type { Logger } from 'pino'
 import type { Config } from '../config.js'
 import { AppError } from '../errors.js'
-import type { DockerSandboxDriver, SandboxHandle } from '../sandbox/docker-driver.js'
+import type { SandboxDriver, SandboxHandle } from '../sandbox/driver.js'
 import { ReplClient, SandboxMisbehaved } from '../repl/repl-client.js'
 import type { ReplFrame } from '../repl/protocol.js'
 import type { RedisStore, SessionRecord } from '../store/redis-store.js'
 import type { DrivenLogs } from './driven-logs.js'
+import { endStranded, SessionOnOtherEngine, type Engines } from './engines.js'
 import { newPendingExecution, type PendingExecution } from './execution.js'
 import type { ExecutionRunner } from './execution-runner.js'
 import type { LiveSession } from './live-session.js'
@@ -19,18 +20,23 @@ import type { SessionRegistry } from './registry.js'
 export interface AdoptionDeps {
   config: Config
   store: RedisStore
-  driver: DockerSandboxDriver
+  driver: SandboxDriver
   log: Logger
   registry: SessionRegistry
   runner: ExecutionRunner
   recorded: RecordedExecutions
   driven: DrivenLogs
   llmRequests?: LlmRequestHandler
+  engines: Pick<Engines, 'whereIs'>
 }
 
 export class Adoption {
   /** Attachments in progress (adoptions, restarts): later requests for the session wait for them. */
   private readonly pending = new Map<string, Promise<LiveSession>>()
+  /** Set when the instance hands its sessions over (it is stopping): it adopts none any more. */
+  private closing = false
+  /** Sessions being created here, each with its create's end (see creating). */
+  private readonly starting = new Map<string, Promise<LiveSession>>()
 
   constructor(private readonly deps: AdoptionDeps) {}
 
@@ -78,16 +84,43 @@ export class Adoption {
     return live
   }
 
-  /** This instance's attachment to the session: the existing one, one in progress, or a new adoption. Throws session_elsewhere, session_dead, sandbox_failed. */
+  /** This instance's attachment to the session: the existing one, one in progress, or a new adoption. Throws session_moving, session_dead, sandbox_failed. */
   ensureLocal(rec: SessionRecord): Promise<LiveSession> {
+    const creating = this.starting.get(rec.id)
+    if (creating) return creating
     const existing = this.deps.registry.get(rec.id)
     if (existing) return Promise.resolve(existing)
     let p = this.pending.get(rec.id)
     if (!p) {
+      if (this.closing) return Promise.reject(sessionMoving())
       p = this.adopt(rec).finally(() => this.pending.delete(rec.id))
       this.pending.set(rec.id, p)
     }
     return p
+  }
+
+  /**
+   * A session SessionService.create is making here: held by this instance from before its record
+   * exists (its lease and this instance's set are written first), so requests for it wait here for
+   * the create (bounded by the sandbox's start timeouts) instead of adopting it half-made. Call the
+   * returned function once: with the live session, or null when the create failed.
+   */
+  creating(id: string): (live: LiveSession | null) => void {
+    let end!: (live: LiveSession | null) => void
+    const made = new Promise<LiveSession>((resolve, reject) => {
+      end = (live) => (live ? resolve(live) : reject(new AppError('session_not_found', `session ${id} could not be started`)))
+    })
+    made.catch(() => undefined) // a failed create nobody waited for
+    this.starting.set(id, made)
+    return (live) => {
+      if (this.starting.get(id) === made) this.starting.delete(id)
+      end(live)
+    }
+  }
+
+  /** Whether the session is being created here (then it is held here already). */
+  isCreating(id: string): boolean {
+    return this.starting.has(id)
   }
 
   /** Runs `work` (a restart) while requests for the session wait for it instead of adopting the old sandbox. */
@@ -100,17 +133,63 @@ export class Adoption {
     }
   }
 
-  /** Takes the session's lease, or throws session_elsewhere naming the holder. */
+  /**
+   * Takes the session's lease, or throws session_moving: another instance holds it (a request that
+   * reaches this code was meant for the holder, and the lease moved meanwhile; src/cluster/ routes).
+   */
   async claimLease(rec: SessionRecord): Promise<void> {
     const { store, config } = this.deps
     const holder = await store.acquireLease(rec.id, config.instanceId, config.LEASE_TTL_MS)
-    if (holder !== config.instanceId) throw new AppError('session_elsewhere', `the session is attached to API instance ${holder}; route requests for it there`)
+    if (holder !== config.instanceId) throw sessionMoving()
+  }
+
+  /**
+   * Makes this instance the session's holder unless another live instance holds it: its lease is
+   * free, ours, or `from`'s (an instance whose heartbeat lapsed, or that handed its sessions over;
+   * of several instances trying, exactly one takes the lease). 'attached': held here now (a running
+   * execution resumed); 'elsewhere': another instance holds it; 'unavailable': nothing to attach to
+   * here (no such session, dead, still starting, or the adoption failed: the caller's own handling
+   * gives the error).
+   */
+  async takeOver(sid: string, from: string | null): Promise<'attached' | 'elsewhere' | 'unavailable'> {
+    const { store, config, registry, log } = this.deps
+    const forget = async () => {
+      if (from && from !== config.instanceId) await store.removeInstanceSession(from, sid)
+    }
+    if (registry.has(sid) || this.starting.has(sid)) {
+      await forget()
+      return 'attached'
+    }
+    const rec = await store.getSession(sid)
+    if (!rec || rec.status === 'dead') await forget()
+    if (!rec || rec.status === 'dead' || rec.status === 'starting' || this.closing) return 'unavailable'
+    // Only an instance on the session's engine can attach to its sandbox: while one lives, it is theirs.
+    const where = await this.deps.engines.whereIs(rec)
+    if (!where.here && where.instances.length) return 'elsewhere'
+    if ((await store.takeLease(sid, config.instanceId, from, config.LEASE_TTL_MS)) !== config.instanceId) return 'elsewhere'
+    try {
+      await this.ensureLocal(rec)
+    } catch (err) {
+      if (err instanceof AppError && err.code === 'session_dead') await forget()
+      else log.warn({ err, sessionId: sid, from }, 'could not take the session over')
+      return 'unavailable'
+    }
+    await forget()
+    if (from) log.info({ sessionId: sid, from }, 'took the session over from an instance that is gone')
+    return 'attached'
+  }
+
+  /** The instance is stopping: no adoption starts from now on. */
+  close(): void {
+    this.closing = true
   }
 
   /** Keeps this instance's leases; a session whose lease another instance took is let go (not stopped). */
   async renewLeases(): Promise<void> {
     const { store, config, registry } = this.deps
-    const holders = await store.renewLeases(registry.ids(), config.instanceId, config.LEASE_TTL_MS)
+    // Sessions being created are held too: a slow start must not let their lease lapse.
+    const ids = [...new Set([...registry.ids(), ...this.starting.keys()])]
+    const holders = await store.renewLeases(ids, config.instanceId, config.LEASE_TTL_MS)
     for (const [sid, holder] of holders) {
       const live = registry.get(sid)
       if (!live || holder === config.instanceId) continue
@@ -158,7 +237,11 @@ export class Adoption {
 
   private async adopt(rec: SessionRecord): Promise<LiveSession> {
     const { store, driver, config, recorded, registry, runner, driven } = this.deps
+    // Only an instance on the session's Docker engine can reach its sandbox.
+    const where = await this.deps.engines.whereIs(rec)
+    if (!where.here && where.instances.length) throw new SessionOnOtherEngine(where.engine, where.instances)
     await this.claimLease(rec)
+    if (!where.here) return endStranded({ ...this.deps, instanceId: config.instanceId }, rec)
     const state = rec.container_id ? await driver.inspectExit(rec.container_id) : { running: false, oomKilled: false, exitCode: null }
     const all = await recorded.unfinished(rec)
     // An LLM turn lives only in the process that drives it: if that is not this one, nobody will end it.
@@ -231,7 +314,7 @@ export class Adoption {
   private async channelClosed(rec: SessionRecord, live: LiveSession): Promise<void> {
     const { driver, registry, runner, log } = this.deps
     if (live.state !== 'attached') return
-    let exit: Awaited<ReturnType<DockerSandboxDriver['inspectExit']>>
+    let exit: Awaited<ReturnType<SandboxDriver['inspectExit']>>
     try {
       exit = await driver.inspectExit(live.containerId)
     } catch (err) {
@@ -253,4 +336,9 @@ export class Adoption {
     registry.release(live)
     await this.markDead(rec.id)
   }
+}
+
+/** 503 with Retry-After: the session's holder is changing (or this instance is stopping). */
+function sessionMoving(): AppError {
+  return new AppError('session_moving', 'the session is moving between API instances; try again in a moment', { headers: { 'retry-after': '1' } })
 }

@@ -28,17 +28,19 @@ export interface ExecutionLogDeps {
 export class ExecutionLog {
   constructor(private readonly deps: ExecutionLogDeps) {}
 
-  /** Appends an event of `ex` after the ones before it, where its target says. */
+  /**
+   * Appends an event of `ex` after the ones before it, where its target says. It is sent at once:
+   * one Redis connection keeps the order in which the execution's writes are sent (its start, its
+   * events, its end), so none waits for the reply to the one before it.
+   */
   append(live: LiveSession, ex: PendingExecution, event: EventPayload): void {
     const { logId, tag, observe } = ex.target
     if (observe && !observe(event)) return
-    ex.chain = ex.chain
-      .then(async () => {
-        // Refused (null) past the tenant's max_event_bytes: the log got a limit event instead.
-        await this.deps.store.appendEvent(live.id, logId, { ...event, ...tag }, live.tenant)
-        this.deps.feed.notify(live.id, logId)
-      })
-      .catch((err: unknown) => this.deps.log.error({ err, sessionId: live.id, executionId: ex.id }, 'event append failed'))
+    // Refused (null) past the tenant's max_event_bytes: the log got a limit event instead.
+    this.deps.store.appendEvent(live.id, logId, { ...event, ...tag }, live.tenant).then(
+      () => this.deps.feed.notify(live.id, logId),
+      (err: unknown) => this.deps.log.error({ err, sessionId: live.id, executionId: ex.id }, 'event append failed'),
+    )
   }
 
   /**

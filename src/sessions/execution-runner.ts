@@ -5,7 +5,7 @@ import type { Logger } from 'pino'
 import type { Config } from '../config.js'
 import { AppError } from '../errors.js'
 import type { DoneStatusT } from '../schemas.js'
-import type { DockerSandboxDriver } from '../sandbox/docker-driver.js'
+import type { SandboxDriver } from '../sandbox/driver.js'
 import type { ReplFrame } from '../repl/protocol.js'
 import type { EventFeed } from '../store/event-feed.js'
 import type { ExecutionRecord, RedisStore } from '../store/redis-store.js'
@@ -28,7 +28,7 @@ export interface RunnerDeps {
   config: Config
   store: RunnerStore
   feed: Pick<EventFeed, 'notify'>
-  driver: Pick<DockerSandboxDriver, 'kill' | 'readStdoutLog'>
+  driver: Pick<SandboxDriver, 'kill' | 'readStdoutLog'>
   log: Logger
   metrics: Metrics
   llmRequests?: LlmRequestHandler
@@ -160,7 +160,7 @@ export class ExecutionRunner {
     w.running = ex
     ex.startedAt = Date.now()
     // The REPL starts at once; the start is recorded meanwhile, and the execution's events are
-    // appended after it (they chain on ex.chain), so `status: running` still comes first.
+    // sent after it on the same connection (execution-log.ts), so `status: running` still comes first.
     const deadline = ex.startedAt + ex.timeoutMs + this.config.INTERRUPT_GRACE_MS + live.idleTimeoutS * 1000
     const announce = ownsLog(ex) && !ex.announcedRunning
     ex.chain = this.store
@@ -337,7 +337,7 @@ export class ExecutionRunner {
     const alive = live.state === 'attached'
     const recorded = await this.events.end(live, ex, status, executionCount, { end, alive })
     this.deps.llmRequests?.executionEnded(ex.id)
-    ex.onDone?.(status)
+    ex.onDone?.(status, recorded)
     // Unrecorded, the execution is still running in Redis: adopting the session again (the next
     // request for it, or the reaper) reads its end back from the container's log.
     if (!recorded && live.state === 'attached') this.deps.letGo?.(live, 'unrecorded')

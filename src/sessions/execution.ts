@@ -86,7 +86,7 @@ export interface PendingExecution {
   announcedRunning: boolean
   ended: boolean
   timers: NodeJS.Timeout[]
-  /** Serialises appends so events keep their order. */
+  /** What must be in Redis before the execution's end is written: its recorded start, a kept slot (events are sent in order as they come). */
   chain: Promise<unknown>
   /** Frames of this execution the host has handled: its position in the container's log (logged with each event as `pos`). */
   frames: number
@@ -94,7 +94,8 @@ export interface PendingExecution {
   loggedBytes: { text: number; rich: number }
   droppedBytes: number
   onStart?: () => void
-  onDone?: (status: DoneStatusT) => void
+  /** At its end; `recorded`: its end is in Redis (false: Redis never took it, and the session is let go). */
+  onDone?: (status: DoneStatusT, recorded: boolean) => void
 }
 
 export function newPendingExecution(

@@ -97,6 +97,9 @@ export class StreamedRun {
 }
 
 export class Executions {
+  /** Executions queued here until they end: whether their end was recorded (see waitForEnd). */
+  private readonly ends = new Map<string, Promise<boolean>>()
+
   constructor(private readonly deps: ExecutionsDeps) {}
 
   /**
@@ -111,15 +114,54 @@ export class Executions {
     onDone?: (status: DoneStatusT) => void,
     language: 'python' | 'bash' = 'python',
   ): Promise<string> {
-    const { config, sessions, runner } = this.deps
-    const tl = config.tenantLimits.for(tenant)
-    checkCeilings(tl, { timeout_s: timeoutS })
-    const timeout = timeoutS ?? Math.min(config.EXEC_TIMEOUT_S, tl.max_exec_timeout_s)
-    const live = await sessions.usable(await sessions.record(tenant, sid))
+    const { config, sessions } = this.deps
+    checkCeilings(config.tenantLimits.for(tenant), { timeout_s: timeoutS })
+    return this.queue(await sessions.usable(await sessions.record(tenant, sid)), code, timeoutS, onDone, language)
+  }
+
+  /**
+   * Like submit, in a session this instance has just created for the tenant and holds (a one-shot's):
+   * its record was written here a moment ago, so it is not read again. Throws like submit.
+   */
+  async submitToNew(
+    tenant: string,
+    sid: string,
+    code: string,
+    timeoutS: number | undefined,
+    onDone: (status: DoneStatusT) => void,
+    language: 'python' | 'bash' = 'python',
+  ): Promise<string> {
+    checkCeilings(this.deps.config.tenantLimits.for(tenant), { timeout_s: timeoutS })
+    const live = this.deps.registry.get(sid)
+    if (!live || live.tenant !== tenant) throw new AppError('session_not_found', `no session ${sid}`)
+    return this.queue(live, code, timeoutS, onDone, language)
+  }
+
+  private async queue(
+    live: LiveSession,
+    code: string,
+    timeoutS: number | undefined,
+    onDone: ((status: DoneStatusT) => void) | undefined,
+    language: 'python' | 'bash',
+  ): Promise<string> {
+    const { config, runner } = this.deps
+    const timeout = timeoutS ?? Math.min(config.EXEC_TIMEOUT_S, config.tenantLimits.for(live.tenant).max_exec_timeout_s)
     const ex = newPendingExecution(newId('exe'), code, timeout * 1000)
     if (language === 'bash') ex.language = 'bash'
-    ex.onDone = onDone
-    await runner.enqueue(live, ex)
+    const ended = new Promise<boolean>((resolve) => {
+      ex.onDone = (status, recorded) => {
+        this.ends.delete(ex.id)
+        resolve(recorded)
+        onDone?.(status)
+      }
+    })
+    this.ends.set(ex.id, ended)
+    try {
+      await runner.enqueue(live, ex)
+    } catch (err) {
+      this.ends.delete(ex.id)
+      throw err
+    }
     return ex.id
   }
 
@@ -153,16 +195,21 @@ export class Executions {
 
   /** An execution with every event so far (up to the last one when it is read), in bounded pages. */
   async read(tenant: string, sid: string, eid: string): Promise<ExecutionRead> {
-    const rec = await this.record(tenant, sid, eid)
     const { store } = this.deps
-    const last = await store.lastEvent(sid, eid)
+    // One round trip: the records, the last event and the first page, which is read after the last
+    // event (same connection, in order), so it reaches at least that far when one page holds it all.
+    // Nothing is shown until the records say the tenant may see it.
+    const [rec, last, first] = await Promise.all([this.record(tenant, sid, eid), store.lastEvent(sid, eid), store.readEvents(sid, eid, '')])
+    let prefetched: LoggedEvent[] | null = first
     return {
       execution: toExecution(rec, []),
       pages: async function* () {
         if (!last) return
         let after = ''
         while (after !== last.id) {
-          const page = (await store.readEvents(sid, eid, after)).filter((e) => !isAfter(e.id, last.id))
+          const read = prefetched ?? (await store.readEvents(sid, eid, after))
+          prefetched = null
+          const page = read.filter((e) => !isAfter(e.id, last.id))
           if (page.length === 0) return // the log was dropped or trimmed meanwhile
           yield page.map(toEvent)
           after = page.at(-1)!.id
@@ -173,8 +220,8 @@ export class Executions {
 
   /** Checks access and returns the record; 404 when it is missing or another tenant's. */
   async record(tenant: string, sid: string, eid: string): Promise<ExecutionRecord> {
-    await this.deps.sessions.record(tenant, sid)
-    const rec = await this.deps.store.getExecution(sid, eid)
+    // Both in one round trip; the session's check comes first.
+    const [, rec] = await Promise.all([this.deps.sessions.record(tenant, sid), this.deps.store.getExecution(sid, eid)])
     if (!rec || rec.tenant !== tenant) throw new AppError('execution_not_found', `no execution ${eid} in session ${sid}`)
     return rec
   }
@@ -191,6 +238,22 @@ export class Executions {
 
   /** Waits for an execution's end (for JSON clients, who then read it): follows its log from its last event to its `done`. */
   async waitForEnd(sid: string, eid: string, signal: AbortSignal): Promise<void> {
+    const here = this.ends.get(eid)
+    if (!here) return this.followToEnd(sid, eid, signal)
+    // Queued here: its recorded end is known in memory, without reading its log once more. The log
+    // is followed meanwhile all the same, should this instance let go of the session before the end.
+    const ac = new AbortController()
+    const stop = () => ac.abort()
+    signal.addEventListener('abort', stop)
+    try {
+      await Promise.race([here.then((recorded) => (recorded ? undefined : new Promise<never>(() => undefined))), this.followToEnd(sid, eid, ac.signal)])
+    } finally {
+      signal.removeEventListener('abort', stop)
+      ac.abort()
+    }
+  }
+
+  private async followToEnd(sid: string, eid: string, signal: AbortSignal): Promise<void> {
     const last = await this.deps.store.lastEvent(sid, eid)
     if (last?.type === 'done') return
     await this.follow(sid, eid, last?.id ?? '', () => undefined, signal)

@@ -7,8 +7,10 @@ import type { Logger } from 'pino'
 import type { Config } from '../config.js'
 import { AppError } from '../errors.js'
 import { SandboxNotRunningError } from '../sandbox/sandbox-exec.js'
-import { WorkspaceFileError, type WorkspaceEntry, type WorkspaceFiles } from '../sandbox/workspace-files.js'
+import type { SandboxFiles } from '../sandbox/driver.js'
+import { WorkspaceFileError, type WorkspaceEntry } from '../sandbox/workspace-files.js'
 import type { RedisStore, SessionRecord } from '../store/redis-store.js'
+import type { Engines } from './engines.js'
 import type { SessionService } from './session-service.js'
 
 const MIB = 1024 * 1024
@@ -27,8 +29,10 @@ export interface FilesDeps {
   config: Config
   store: Pick<RedisStore, 'getSession' | 'updateSession' | 'setDeadline'>
   sessions: Pick<SessionService, 'record'>
-  files: WorkspaceFiles
+  files: SandboxFiles
   log: Logger
+  /** Files move only on the session's own engine: elsewhere the request must go to an instance there. */
+  engines?: Pick<Engines, 'mustBeHere'>
 }
 
 /**
@@ -136,7 +140,9 @@ export class SessionFiles {
   private async live(tenant: string | null, sid: string): Promise<SessionRecord> {
     const rec = tenant === null ? await this.deps.store.getSession(sid) : await this.deps.sessions.record(tenant, sid)
     if (!rec) throw new AppError('session_not_found', `no session ${sid}`)
-    if (rec.status === 'dead' || !rec.container_id) throw new AppError('session_dead', "the session's sandbox has died; restart it or create a new session")
+    if (rec.status === 'dead' || !rec.container_id)
+      throw new AppError('session_dead', rec.status_detail || "the session's sandbox has died; restart it or create a new session")
+    await this.deps.engines?.mustBeHere(rec)
     return rec
   }
 

@@ -3,7 +3,7 @@
 // promised more than it has and its OOM killer is not left choosing Redis, dockerd or the API.
 import type { Logger } from 'pino'
 import { AppError } from '../errors.js'
-import type { HostMemory } from '../sandbox/host-memory.js'
+import type { SandboxMemory } from '../sandbox/driver.js'
 
 /** Seconds a refused client is told to wait: sandboxes come and go at the pace of idle timeouts and deletes. */
 const RETRY_AFTER_S = 10
@@ -21,7 +21,7 @@ export class HostCapacity {
   private readonly pending = new Map<string, number>()
 
   constructor(
-    private readonly memory: HostMemory,
+    private readonly memory: SandboxMemory,
     private readonly share: number,
     private readonly log: Logger,
   ) {}
@@ -37,6 +37,14 @@ export class HostCapacity {
       confirm: () => this.check(sessionId, null),
       release: () => this.pending.delete(sessionId),
     }
+  }
+
+  /** What the engine's sandboxes may still be promised (places this instance holds counted), for its report in Redis. */
+  async figures(): Promise<{ totalBytes: number; freeBytes: number; sandboxes: number }> {
+    const [total, listed] = await Promise.all([this.memory.totalBytes(), this.memory.sandboxLimits()])
+    let used = 0
+    for (const b of new Map([...this.pending, ...listed]).values()) used += b
+    return { totalBytes: total, freeBytes: Math.floor(this.share * total) - used, sandboxes: listed.size }
   }
 
   /** With `bytes`, adds the session to the pending ones when it fits; with null, checks the sum as it is. */

@@ -9,6 +9,7 @@ import type { OneShotBodyT } from '../schemas.js'
 import { checkCeilings } from '../tenants.js'
 import type { Executions } from './executions.js'
 import { workspacePath, type SessionFiles } from './files.js'
+import type { WarmPool } from './pool.js'
 import type { SessionService } from './session-service.js'
 
 /** Idle seconds of a one-shot's session: how long it outlives its execution if its clean-up never runs (a crash). */
@@ -26,6 +27,8 @@ export interface OneShotDeps {
   sessions: SessionService
   executions: Executions
   files: SessionFiles
+  /** Refills wait while a one-shot is answered (pool.hold): the pool must not compete with it. */
+  pool: Pick<WarmPool, 'hold'>
   log: Logger
 }
 
@@ -42,13 +45,19 @@ export class OneShots {
     // What can be refused without a sandbox is refused first.
     checkCeilings(tl, { timeout_s: body.timeout_s })
     for (const f of body.files ?? []) workspacePath(f.path)
-    const s = await sessions.create(tenant, {
-      runtime: body.runtime,
-      limits: body.limits,
-      template: body.template,
-      idle_timeout_s: Math.min(ONE_SHOT_IDLE_S, tl.max_idle_timeout_s),
-      metadata: { one_shot: 'true' },
-    })
+    const unhold = this.deps.pool.hold()
+    const s = await sessions
+      .create(tenant, {
+        runtime: body.runtime,
+        limits: body.limits,
+        template: body.template,
+        idle_timeout_s: Math.min(ONE_SHOT_IDLE_S, tl.max_idle_timeout_s),
+        metadata: { one_shot: 'true' },
+      })
+      .catch((err: unknown) => {
+        unhold()
+        throw err
+      })
     let ended = false
     let released = false
     let removed = false
@@ -63,16 +72,23 @@ export class OneShots {
         ended = true
         removeWhenFree()
       }
-      const eid = await executions.submit(tenant, s.id, body.code, body.timeout_s, onDone, body.language)
+      // Created here a moment ago for this tenant: submitted without reading its record again.
+      const eid = await executions.submitToNew(tenant, s.id, body.code, body.timeout_s, onDone, body.language)
       return {
         sessionId: s.id,
         executionId: eid,
         release: () => {
           released = true
-          removeWhenFree()
+          // The clean-up and the refill are the API's work, not the reply's: they wait for this turn of
+          // the event loop to end, so the reply's last bytes (and requests already waiting) go first.
+          setImmediate(() => {
+            unhold()
+            removeWhenFree()
+          })
         },
       }
     } catch (err) {
+      unhold()
       removed = true
       await this.remove(tenant, s.id)
       throw err

@@ -4,16 +4,18 @@
 // no longer knows are removed; bindings whose container is gone are dropped.
 import type { Logger } from 'pino'
 import type { Config } from '../config.js'
-import type { DockerSandboxDriver, ManagedContainer } from '../sandbox/docker-driver.js'
+import type { ManagedContainer, SandboxDriver } from '../sandbox/driver.js'
 import type { PoolStore } from '../store/pool-store.js'
+import type { Engines } from './engines.js'
 import type { WarmPool } from './pool.js'
 
 export interface PoolSweepDeps {
   config: Config
-  driver: DockerSandboxDriver
+  driver: SandboxDriver
   log: Logger
   pool: WarmPool
   poolStore: PoolStore
+  engines: Pick<Engines, 'local'>
 }
 
 export class PoolSweep {
@@ -53,6 +55,11 @@ export class PoolSweep {
         log.warn({ err, containerId: c.id }, 'could not remove a warm-pool sandbox; the next sweep tries again')
       }
     }
-    await poolStore.unbind([...bindings.keys()].filter((id) => !listed.has(id)))
+    // Only this engine's containers are listed: a binding whose container is not is dropped only when
+    // its session is gone or is on this engine (another engine's bound sandboxes are its own sweeps').
+    const unlisted = [...bindings.keys()].filter((id) => !listed.has(id))
+    const engines = await poolStore.sessionEngines([...new Set(unlisted.map((id) => bindings.get(id)!))])
+    const here = this.deps.engines.local()
+    await poolStore.unbind(unlisted.filter((id) => !engines.has(bindings.get(id)!) || engines.get(bindings.get(id)!) === here))
   }
 }

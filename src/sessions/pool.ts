@@ -9,7 +9,7 @@ import type { Config } from '../config.js'
 import { ReplClient } from '../repl/repl-client.js'
 import type { LimitsT } from '../schemas.js'
 import { containerName } from '../sandbox/container-spec.js'
-import type { DockerSandboxDriver, SandboxHandle } from '../sandbox/docker-driver.js'
+import type { SandboxDriver, SandboxHandle } from '../sandbox/driver.js'
 import type { PoolStore } from '../store/pool-store.js'
 import { DEFAULT_TEMPLATE } from '../templates.js'
 import type { CapacityPlace, HostCapacity } from './host-capacity.js'
@@ -26,6 +26,11 @@ const GIVE_UP_AFTER = 6
 const RETRY_LATER_MS = 60_000
 /** How long a pooled sandbox may take to answer the liveness probe when it is taken. */
 const PROBE_TIMEOUT_MS = 1000
+/**
+ * How long refills wait for the requests that hold the pool (see hold()) at most: a pooled create or
+ * a one-shot is answered well within it, and a long one-shot must not leave the pool empty.
+ */
+const HOLD_MAX_MS = 250
 
 /** A sandbox handed out by the pool: started, its REPL ready, with no state of anyone. */
 export interface PooledSandbox {
@@ -49,7 +54,7 @@ interface Entry extends PooledSandbox {
 
 export interface PoolDeps {
   config: Config
-  driver: DockerSandboxDriver
+  driver: SandboxDriver
   log: Logger
   metrics: Metrics
   capacity: HostCapacity
@@ -72,6 +77,9 @@ export class WarmPool {
   private readonly names = new Set<string>()
   private failures = 0
   private pausedUntil = 0
+  /** Requests under way that took (or are about to take) a pooled sandbox, and since when refills wait for them. */
+  private holds = 0
+  private heldSince = 0
   private retryTimer: NodeJS.Timeout | null = null
   private closed = false
 
@@ -139,6 +147,23 @@ export class WarmPool {
     return { id: e.id, handle: e.handle, alive }
   }
 
+  /**
+   * Defers refills while the caller's request is under way (until the returned function is called,
+   * at most HOLD_MAX_MS after the first refill it deferred): making a sandbox is Docker's heaviest
+   * work, and it must not compete with the request that took one (on a small host, for its CPU).
+   */
+  hold(): () => void {
+    this.holds++
+    let held = true
+    return () => {
+      if (!held) return
+      held = false
+      this.holds--
+      // After the caller's reply is written (it is sent in this turn of the event loop).
+      setImmediate(() => this.refill())
+    }
+  }
+
   /** A taken sandbox that served no one (its session was refused before it started) goes back, if it lives. */
   giveBack(taken: TakenSandbox): void {
     const e = this.entries.get(taken.id)
@@ -185,7 +210,10 @@ export class WarmPool {
   /** Makes sandboxes until the pool is full, a few at a time, unless it is backing off. */
   private refill(): void {
     if (this.closed || this.size === 0) return
-    const wait = this.pausedUntil - Date.now()
+    const now = Date.now()
+    if (this.holds > 0 && this.ready.length + this.starting.size < this.size) this.heldSince ||= now
+    const held = this.holds > 0 && this.heldSince > 0 ? this.heldSince + HOLD_MAX_MS - now : 0
+    const wait = Math.max(this.pausedUntil - now, held)
     if (wait > 0) {
       this.retryTimer ??= setTimeout(() => {
         this.retryTimer = null
@@ -193,6 +221,7 @@ export class WarmPool {
       }, wait).unref()
       return
     }
+    this.heldSince = 0
     while (this.ready.length + this.starting.size < this.size && this.starting.size < MAX_CONCURRENT_CREATES) {
       const p = this.createOne().finally(() => this.inflight.delete(p))
       this.inflight.add(p)

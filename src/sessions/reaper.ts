@@ -5,10 +5,11 @@
 import type { Logger } from 'pino'
 import type { Config } from '../config.js'
 import { withTimeout } from '../retry.js'
-import type { DockerSandboxDriver } from '../sandbox/docker-driver.js'
+import type { SandboxDriver } from '../sandbox/driver.js'
 import type { RedisStore, SessionRecord } from '../store/redis-store.js'
 import type { Adoption } from './adoption.js'
 import type { DrivenLogs } from './driven-logs.js'
+import type { Engines } from './engines.js'
 import type { ExecutionRunner } from './execution-runner.js'
 import type { LiveSession } from './live-session.js'
 import type { Metrics } from './metrics.js'
@@ -24,7 +25,7 @@ const PARALLEL = 8
 export interface ReaperDeps {
   config: Config
   store: RedisStore
-  driver: DockerSandboxDriver
+  driver: SandboxDriver
   log: Logger
   metrics: Metrics
   registry: SessionRegistry
@@ -33,6 +34,7 @@ export interface ReaperDeps {
   runner: ExecutionRunner
   recorded: RecordedExecutions
   driven: DrivenLogs
+  engines: Pick<Engines, 'whereIs'>
 }
 
 export class Reaper {
@@ -88,6 +90,12 @@ export class Reaper {
     const rec = await store.getSession(sid)
     if (!rec) return
     const now = Date.now()
+    // A session on another engine is reaped by an instance there (only they reach its sandbox), unless none is left.
+    const where = await this.deps.engines.whereIs(rec)
+    if (!where.here && where.instances.length) {
+      await store.settleClaim(sid, claimedUntil, now + RETRY_MS)
+      return
+    }
     const deadline = rec.last_active_at + rec.idle_timeout_s * 1000
     if (rec.status === 'busy') {
       // Past a running execution's own time limit. If no instance holds the session, its instance

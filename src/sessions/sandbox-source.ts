@@ -3,7 +3,7 @@
 // template, under a place in the host's memory (host-capacity.ts).
 import type { Config } from '../config.js'
 import { ReplClosedError, ReplTimeoutError } from '../repl/repl-client.js'
-import type { DockerSandboxDriver, SandboxHandle } from '../sandbox/docker-driver.js'
+import type { SandboxDriver, SandboxHandle } from '../sandbox/driver.js'
 import type { SessionRecord } from '../store/redis-store.js'
 import { DEFAULT_TEMPLATE } from '../templates.js'
 import type { CapacityPlace, HostCapacity } from './host-capacity.js'
@@ -15,19 +15,21 @@ import type { TemplateImages } from './template-images.js'
 export interface SandboxTicket {
   /** The sandbox came from the pool: its REPL already said ready. Known once start() resolved. */
   readonly pooled: boolean
-  /** Hands over a live pooled sandbox (bound to the session in Redis), or creates one. Throws the engine's errors, capacity. */
+  /** Hands over a live pooled sandbox, or creates one. Throws the engine's errors, capacity. */
   start(): Promise<SandboxHandle>
+  /** Records in Redis that the session took the pooled sandbox start() handed over (cold: nothing); sent with the session's other writes. */
+  bind(): Promise<void>
   /** Cold: counts the engine's memory again now that the sandbox exists (throws capacity). Pooled: nothing. */
   confirm(): Promise<void>
   /** Waits for the REPL's `ready`; one that never comes is the template's fault (template_unusable). */
   ready(ready: Promise<unknown>): Promise<void>
-  /** Gives up what was not used: a capacity place, or a pooled sandbox the session never started with. Safe to call twice. */
+  /** Gives up what was not used (a capacity place, or a pooled sandbox the session never started with); the pool may refill. Safe to call twice. */
   release(): void
 }
 
 export interface SandboxSourceDeps {
   config: Config
-  driver: DockerSandboxDriver
+  driver: SandboxDriver
   capacity: HostCapacity
   templates: TemplateImages
   pool: WarmPool
@@ -41,12 +43,18 @@ export class SandboxSource {
     const { templates, pool } = this.deps
     const template = rec.template ?? DEFAULT_TEMPLATE
     await templates.check(template)
-    const taken = pool.matches(template, rec.runtime, rec.limits, rec.env) ? pool.take() : null
-    if (taken) return this.pooled(rec, taken)
+    if (pool.matches(template, rec.runtime, rec.limits, rec.env)) {
+      // The refill this take starts waits until the session is created (release).
+      const unhold = pool.hold()
+      const taken = pool.take()
+      if (taken) return this.pooled(rec, taken, unhold)
+      unhold()
+    }
     const place = await this.deps.capacity.reserve(rec.id, rec.limits.memory_mb)
     return {
       pooled: false,
       start: () => this.create(rec),
+      bind: async () => undefined,
       confirm: () => place.confirm(),
       ready: (ready) => this.readyOrUnusable(template, ready),
       release: () => place.release(),
@@ -57,7 +65,7 @@ export class SandboxSource {
    * A ticket for a pooled sandbox whose liveness probe is still under way (it overlaps the session's
    * first Redis writes). At start: the first live one of it and the pool's next ones, else a cold one.
    */
-  private pooled(rec: SessionRecord, first: TakenSandbox): SandboxTicket {
+  private pooled(rec: SessionRecord, first: TakenSandbox, unhold: () => void): SandboxTicket {
     const { pool, capacity } = this.deps
     let used: TakenSandbox | null = null
     let cold: CapacityPlace | null = null
@@ -72,18 +80,21 @@ export class SandboxSource {
         for (let t: TakenSandbox | null = first; t; t = pool.take()) {
           if (!(await t.alive)) continue
           used = t
-          await pool.bind(t, rec.id)
           return t.handle
         }
         // Every pooled sandbox on offer was dead: this one is made cold after all.
         cold = await capacity.reserve(rec.id, rec.limits.memory_mb)
         return this.create(rec)
       },
+      bind: async () => {
+        if (used) await pool.bind(used, rec.id)
+      },
       confirm: async () => cold?.confirm(),
       ready: (ready) => this.readyOrUnusable(DEFAULT_TEMPLATE, ready),
       release: () => {
         if (released) return
         released = true
+        unhold()
         cold?.release()
         if (!started) pool.giveBack(first)
         // Bound to its session (or removed with a session that failed): the pool lets go of it.

@@ -4,9 +4,10 @@ import type { Logger } from 'pino'
 import type { Config } from '../config.js'
 import { AppError } from '../errors.js'
 import type { CreateSessionBodyT, DoneStatusT, SessionT } from '../schemas.js'
-import type { DockerSandboxDriver, SandboxHandle } from '../sandbox/docker-driver.js'
+import type { SandboxDriver, SandboxHandle } from '../sandbox/driver.js'
 import type { RedisStore, SessionRecord } from '../store/redis-store.js'
 import type { Adoption } from './adoption.js'
+import type { Engines } from './engines.js'
 import type { ExecutionRunner } from './execution-runner.js'
 import { newId } from './ids.js'
 import type { LiveSession } from './live-session.js'
@@ -21,7 +22,7 @@ import { DEFAULT_TEMPLATE } from '../templates.js'
 export interface SessionServiceDeps {
   config: Config
   store: RedisStore
-  driver: DockerSandboxDriver
+  driver: SandboxDriver
   log: Logger
   metrics: Metrics
   registry: SessionRegistry
@@ -29,6 +30,7 @@ export interface SessionServiceDeps {
   adoption: Adoption
   recorded: RecordedExecutions
   sandboxes: SandboxSource
+  engines: Pick<Engines, 'local' | 'whereIs' | 'mustBeHere'>
 }
 
 export class SessionService {
@@ -60,35 +62,51 @@ export class SessionService {
       container_id: '',
       execution_count: 0,
       template: body.template ?? DEFAULT_TEMPLATE,
+      ...(this.deps.engines.local() ? { engine: this.deps.engines.local() } : {}),
     }
     // A request the warm pool matches takes a pooled sandbox; otherwise a host whose memory is
     // promised already refuses (503 capacity) before anything is written.
     const place = await this.deps.sandboxes.reserve(rec)
-    // The deadline covers start-up too, so a crash mid-create still gets the session reaped.
-    const created = await store.createSession(rec, now + idle * 1000 + c.SANDBOX_START_TIMEOUT_MS, maxSessions).catch((err: unknown) => {
+    // Held here before any instance can see it: the lease and this instance's set are written first,
+    // in the record's round trip, so a request for the new session reaches this instance and waits
+    // for the create (Adoption.creating) instead of adopting it half-made.
+    const ended = adoption.creating(rec.id)
+    const [, , created] = await Promise.all([
+      store.acquireLease(rec.id, c.instanceId, c.LEASE_TTL_MS),
+      store.addInstanceSession(c.instanceId, rec.id),
+      // The deadline covers start-up too, so a crash mid-create still gets the session reaped.
+      store.createSession(rec, now + idle * 1000 + c.SANDBOX_START_TIMEOUT_MS, maxSessions),
+    ]).catch((err: unknown) => {
       place.release()
+      ended(null)
       throw err
     })
     if (!created) {
       place.release()
+      await Promise.all([store.releaseLease(rec.id, c.instanceId), store.removeInstanceSession(c.instanceId, rec.id)]).finally(() => ended(null))
       throw new AppError('quota_exceeded', `tenant already has ${maxSessions} sessions (the maximum); delete one first`, { headers: { 'retry-after': '10' } })
     }
     const log = this.deps.log.child({ sessionId: rec.id, tenant })
     const t0 = performance.now()
     let handle: SandboxHandle | null = null
+    let made: LiveSession | null = null
     try {
       handle = await place.start()
       await place.confirm()
       rec.container_id = handle.containerId
-      await store.updateSession(rec.id, { container_id: handle.containerId })
       // A pooled sandbox's REPL said ready before it was taken: the session's client expects no other.
       const live = adoption.attach(rec, handle, place.pooled)
-      await place.ready(live.client.ready)
-      await store.acquireLease(rec.id, c.instanceId, c.LEASE_TTL_MS)
-      await store.addInstanceSession(c.instanceId, rec.id)
+      // A cold sandbox's id is recorded while its REPL starts, so the reaper finds it after a crash meanwhile.
+      await Promise.all([place.pooled || store.updateSession(rec.id, { container_id: handle.containerId }), place.ready(live.client.ready)])
       rec.status = 'ready'
-      if (!(await store.updateSession(rec.id, { status: 'ready' }))) throw new AppError('session_not_found', 'the session was deleted while starting')
-      await store.setDeadline(rec.id, Date.now() + idle * 1000)
+      // One round trip, in this order (one connection): the pooled sandbox's binding, the record, the deadline.
+      const [, ready] = await Promise.all([
+        place.bind(),
+        store.updateSession(rec.id, { container_id: handle.containerId, status: 'ready' }),
+        store.setDeadline(rec.id, Date.now() + idle * 1000),
+      ])
+      if (!ready) throw new AppError('session_not_found', 'the session was deleted while starting')
+      made = live
       this.deps.metrics.sessionCreateSeconds.observe((performance.now() - t0) / 1000)
       log.info({ containerId: handle.containerId, runtime }, 'session created')
       return toSession(rec)
@@ -98,10 +116,13 @@ export class SessionService {
       if (live) registry.release(live)
       if (handle) await driver.remove(handle.containerId).catch(() => undefined)
       await store.deleteSession(rec)
+      await store.removeInstanceSession(c.instanceId, rec.id)
       if (err instanceof AppError) throw err
       throw new AppError('sandbox_failed', 'the sandbox could not be started', { cause: err })
     } finally {
       place.release()
+      // Requests that waited for the create go on (a failed one: session_not_found).
+      ended(made)
     }
   }
 
@@ -134,6 +155,9 @@ export class SessionService {
 
   private async destroyNow(rec: SessionRecord, status: DoneStatusT): Promise<void> {
     const { registry, runner, store, recorded, driver, config } = this.deps
+    // A sandbox on another engine is removed there; one whose engine has no instance left stays for that engine's sweep.
+    const where = await this.deps.engines.whereIs(rec)
+    if (!where.here && where.instances.length) await this.deps.engines.mustBeHere(rec)
     const live = registry.get(rec.id)
     if (live) {
       live.state = 'stopping'
@@ -143,7 +167,7 @@ export class SessionService {
       // No instance drives its executions (one that did would end them when the container goes).
       for (const ex of await recorded.unfinished(rec)) await recorded.endOrphaned(rec, ex, status, 'the session was deleted')
     }
-    if (rec.container_id) await driver.remove(rec.container_id)
+    if (rec.container_id && where.here) await driver.remove(rec.container_id)
     await store.deleteSession(rec)
     await store.removeInstanceSession(config.instanceId, rec.id)
   }
@@ -151,7 +175,7 @@ export class SessionService {
   /**
    * A fresh interpreter and workspace in the same container. Concurrent restarts of one session are
    * serialized: each waits for the one before it, then restarts again (only the lease holder
-   * restarts, so one instance's order is the order). Throws session_dead, session_elsewhere, sandbox_failed.
+   * restarts, so one instance's order is the order). Throws session_dead, session_moving, sandbox_failed.
    */
   async restart(tenant: string, id: string): Promise<SessionT> {
     await this.record(tenant, id)
@@ -178,6 +202,7 @@ export class SessionService {
     // Read again: a restart before this one may have changed it (or the session may be gone).
     const rec = await this.record(tenant, id)
     if (!rec.container_id) throw new AppError('session_dead', 'the session has no sandbox')
+    await this.deps.engines.mustBeHere(rec)
     await this.deps.adoption.holding(id, this.restartLive(rec))
     this.deps.log.info({ sessionId: id, tenant }, 'session restarted')
     return this.get(tenant, id)
@@ -206,7 +231,7 @@ export class SessionService {
       throw new AppError('sandbox_failed', 'the sandbox could not be restarted', { cause: err })
     }
     await store.addInstanceSession(config.instanceId, id)
-    await store.updateSession(id, { status: 'ready', execution_count: 0, last_active_at: Date.now() })
+    await store.updateSession(id, { status: 'ready', status_detail: '', execution_count: 0, last_active_at: Date.now() })
     await store.setDeadline(id, Date.now() + rec.idle_timeout_s * 1000)
     return live
   }
@@ -221,8 +246,9 @@ export class SessionService {
 
   /** A session the caller can run code in: attached here (adopting it if its lease is free), alive. */
   async usable(rec: SessionRecord): Promise<LiveSession> {
-    if (rec.status === 'dead') throw new AppError('session_dead', "the session's sandbox has died; restart it or create a new session")
-    return this.deps.registry.get(rec.id) ?? this.deps.adoption.ensureLocal(rec)
+    if (rec.status === 'dead') throw new AppError('session_dead', rec.status_detail || "the session's sandbox has died; restart it or create a new session")
+    // ensureLocal, not the registry first: a session being created here is in the registry before its REPL is ready.
+    return this.deps.adoption.ensureLocal(rec)
   }
 
   private async availableRuntimes(): Promise<Set<string>> {

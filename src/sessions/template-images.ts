@@ -4,7 +4,7 @@
 import type { Logger } from 'pino'
 import type { Config } from '../config.js'
 import { AppError } from '../errors.js'
-import type { DockerSandboxDriver } from '../sandbox/docker-driver.js'
+import type { SandboxDriver } from '../sandbox/driver.js'
 import { DEFAULT_TEMPLATE } from '../templates.js'
 
 /** The module every template's command must run (the sandbox image's CMD: python3 -m replcast_repl). */
@@ -25,7 +25,7 @@ export class TemplateImages {
 
   constructor(
     private readonly config: Config,
-    private readonly driver: Pick<DockerSandboxDriver, 'imageFacts'>,
+    private readonly driver: Pick<SandboxDriver, 'imageFacts'>,
     private readonly log: Logger,
   ) {}
 
@@ -50,7 +50,7 @@ export class TemplateImages {
     if (this.good.has(image)) return image
     const bad = this.bad.get(image)
     if (bad && bad.until > Date.now()) throw bad.error
-    let facts: Awaited<ReturnType<DockerSandboxDriver['imageFacts']>>
+    let facts: Awaited<ReturnType<SandboxDriver['imageFacts']>>
     try {
       facts = await this.driver.imageFacts(image)
     } catch (err) {

@@ -18,6 +18,7 @@ export function toSession(r: SessionRecord): SessionT {
     metadata: r.metadata,
     execution_count: r.execution_count ?? 0,
     template: r.template || DEFAULT_TEMPLATE,
+    ...(r.status === 'dead' && r.status_detail ? { status_detail: r.status_detail } : {}),
   }
 }
 

@@ -27,6 +27,19 @@ export function redisKeys(prefix: string) {
     // and which session took each pooled container (container id → session id).
     instancePool: (iid: string) => `${prefix}instance:${iid}:pool`,
     poolBindings: () => `${prefix}pool-bindings`,
+    // Docker engines (src/store/engine-store.ts): the live ones scored by when their latest report
+    // lapses, each one's capacity as its instances report it, and its instances by when theirs lapses.
+    engines: () => `${prefix}engines`,
+    engine: (eid: string) => `${prefix}engine:${eid}`,
+    engineInstances: (eid: string) => `${prefix}engine:${eid}:instances`,
+    // The instance directory (src/cluster/): each live instance's heartbeat (a hash: advertised URL,
+    // start time; it expires unless renewed), every instance ever seen (until its sessions are taken
+    // over), the channel on which a stopping instance says it handed its sessions over, and the
+    // secret that marks requests passed between instances.
+    instanceHeartbeat: (iid: string) => `${prefix}instance:${iid}:heartbeat`,
+    instances: () => `${prefix}instances`,
+    clusterChannel: () => `${prefix}cluster`,
+    internalSecret: () => `${prefix}internal-secret`,
     deadlines: () => `${prefix}deadlines`,
     secret: () => `${prefix}stream-token-secret`,
   }

@@ -45,6 +45,20 @@ export class PoolStore {
     if (containerIds.length) await this.store.redis.hdel(this.store.keys.poolBindings(), ...containerIds)
   }
 
+  /** The engine each of these sessions records ('' when it records none; absent when Redis no longer knows the session). */
+  async sessionEngines(ids: string[]): Promise<Map<string, string>> {
+    if (ids.length === 0) return new Map()
+    const p = this.store.redis.pipeline()
+    for (const id of ids) p.hmget(this.store.keys.session(id), 'id', 'engine')
+    const res = (await p.exec()) ?? []
+    const out = new Map<string, string>()
+    ids.forEach((id, i) => {
+      const [known, engine] = (res[i]?.[1] as Array<string | null> | undefined) ?? [null, null]
+      if (known) out.set(id, engine ?? '')
+    })
+    return out
+  }
+
   /** The sessions among `ids` that Redis still knows. */
   async existingSessions(ids: string[]): Promise<Set<string>> {
     if (ids.length === 0) return new Set()

@@ -15,6 +15,10 @@ export interface SessionRecord {
   execution_count: number
   /** The sandbox template it was started from (absent in records from before templates: "default"). */
   template?: string
+  /** The Docker engine (its `docker info` ID) running its sandbox; absent in records from before engines were recorded. */
+  engine?: string
+  /** Why a dead session is dead, when that is more than "its sandbox stopped" (e.g. no API instance is left on its engine). */
+  status_detail?: string
 }
 
 export interface ExecutionRecord {

@@ -32,6 +32,21 @@ if (not cur) or cur == ARGV[1] then
 end
 return cur`
 
+// Takes the lease when it is free, ours, or held by ARGV[2] (an instance that is gone or handed it
+// over); returns the holder. Exactly one of several instances racing for it wins.
+const TAKE_LEASE = `
+local cur = redis.call('GET', KEYS[1])
+if (not cur) or cur == ARGV[1] or cur == ARGV[2] then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', tonumber(ARGV[3]))
+  return ARGV[1]
+end
+return cur`
+
+// Deletes the lease if it is still ARGV[1]'s.
+const RELEASE_LEASE = `
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0`
+
 // A tenant's executions that are queued or running: a sorted set of ids scored by the time by
 // which each must have ended, so an id left behind by a crashed instance frees itself.
 // Adds the id only while fewer than the cap are live; returns 1 on success. The set expires with
@@ -210,6 +225,19 @@ export class RedisStore {
       const holder = res[i]?.[1]
       return [sid, typeof holder === 'string' ? holder : instanceId]
     })
+  }
+
+  /** Takes the lease if it is free, ours, or `from`'s (null: only free or ours); returns the holder. */
+  async takeLease(sid: string, instanceId: string, from: string | null, ttlMs: number): Promise<string> {
+    return (await this.redis.eval(TAKE_LEASE, 1, this.keys.lease(sid), instanceId, from ?? '', ttlMs)) as string
+  }
+
+  /** Frees the leases among `sids` that are still this instance's (a hand-over), in one round trip. */
+  async releaseLeases(sids: string[], instanceId: string): Promise<void> {
+    if (sids.length === 0) return
+    const p = this.redis.pipeline()
+    for (const sid of sids) p.eval(RELEASE_LEASE, 1, this.keys.lease(sid), instanceId)
+    await p.exec()
   }
 
   async leaseHolder(sid: string): Promise<string | null> {

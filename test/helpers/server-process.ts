@@ -10,7 +10,7 @@ import { waitFor } from './wait.js'
 
 const SERVER = fileURLToPath(new URL('../../src/server.ts', import.meta.url))
 
-async function freePort(): Promise<number> {
+export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const s = createServer()
     s.listen(0, '127.0.0.1', () => {
@@ -29,7 +29,7 @@ export interface ServerProcess {
 }
 
 /** Starts the server with `env` (on top of this process's) and waits until /healthz answers. */
-async function spawnServer(env: Record<string, string>): Promise<ServerProcess> {
+export async function spawnServer(env: Record<string, string>): Promise<ServerProcess> {
   // The same TypeScript loader flags tap gave this process.
   const child = spawn(process.execPath, [...process.execArgv, SERVER], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
   let output = ''

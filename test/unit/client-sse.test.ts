@@ -1,8 +1,9 @@
 // The client's SSE parser (clients/typescript/src/sse.ts): the same stream cut at every position
 // (including between \r and \n) gives the same messages; comments, multi-line data, ids, retry.
+// And an EventStream that cannot be reopened ends at a cut with a clear error.
 import t from 'tap'
 import { isDeepStrictEqual } from 'node:util'
-import { SseParser, type SseMessage } from '../../clients/typescript/src/index.ts'
+import { ConnectionError, EventStream, SseParser, type SseMessage } from '../../clients/typescript/src/index.ts'
 
 const STREAM =
   ': heartbeat\n\n' +
@@ -37,4 +38,18 @@ t.test('fed one character at a time, the last message completes with its blank l
   const got: SseMessage[] = []
   for (const c of STREAM + '\n') got.push(...p.push(c))
   t.same(got, [...EXPECTED, { event: 'done', id: '2-0', data: '{}' }])
+})
+
+t.test('a stream that cannot be resumed (a one-shot: no way to reopen it) throws ConnectionError at a cut, at once', async (t) => {
+  const cut = new Response('event: status\nid: 1-0\ndata: {"type":"status"}\n\n', { headers: { 'content-type': 'text/event-stream' } })
+  let reconnects = 0
+  const stream = new EventStream(null, cut, { onReconnect: () => (reconnects += 1) })
+  const seen: string[] = []
+  const err = await (async () => {
+    for await (const e of stream) seen.push(e.type)
+  })().catch((e: unknown) => e)
+  t.same(seen, ['status'], 'the events before the cut')
+  t.type(err, ConnectionError)
+  t.match((err as Error).message, /cannot be resumed/)
+  t.equal(reconnects, 0, 'no reconnection is attempted')
 })

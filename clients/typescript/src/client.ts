@@ -1,7 +1,20 @@
 // The replcast API client: typed calls (shapes generated from openapi.yaml into schema.ts), errors
-// thrown as ReplcastError subclasses, and executions streamed as resumable EventStreams.
+// thrown as ReplcastError subclasses, and executions streamed as resumable EventStreams. Upload
+// bodies and one-shot input files are prepared in files.ts.
 import { ConnectionError, errorFromResponse, type Problem } from './errors.ts'
 import { EventStream, type FollowOptions } from './events.ts'
+import {
+  filePath,
+  modeQuery,
+  oneShotBody,
+  RawBody,
+  type FileBody,
+  type FileDownload,
+  type FileList,
+  type OnceOptions,
+  type PutFileResult,
+  type TemplateList,
+} from './files.ts'
 import type { components } from './schema.ts'
 
 type Schemas = components['schemas']
@@ -23,6 +36,8 @@ export interface ClientOptions {
 export interface StreamOptions extends Omit<FollowOptions, 'lastEventId'> {
   /** Wall-clock limit in seconds. */
   timeout_s?: number
+  /** python (default), or bash: a script whose `done` event carries `exit_code`. */
+  language?: ExecuteRequest['language']
 }
 
 const env = (name: string): string | undefined => (typeof process === 'undefined' ? undefined : process.env[name])
@@ -76,8 +91,8 @@ export class ReplcastClient {
     return this.json('POST', `/v1/sessions/${enc(id)}/restart`)
   }
 
-  /** Runs code and waits for it to end; the execution with all its events. */
-  execute(sessionId: string, code: string, opts: { timeout_s?: number } = {}): Promise<Execution> {
+  /** Runs code (Python, or bash with `language: 'bash'`) and waits for it to end; the execution with all its events. */
+  execute(sessionId: string, code: string, opts: Omit<ExecuteRequest, 'code'> = {}): Promise<Execution> {
     return this.json('POST', `/v1/sessions/${enc(sessionId)}/executions`, { code, ...opts })
   }
 
@@ -86,8 +101,8 @@ export class ReplcastClient {
    * a dropped connection (see EventStream). Starting is not retried: a failure throws.
    */
   async stream(sessionId: string, code: string, opts: StreamOptions = {}): Promise<ExecutionStream> {
-    const { timeout_s, ...follow } = opts
-    const body: ExecuteRequest = { code, ...(timeout_s === undefined ? {} : { timeout_s }) }
+    const { timeout_s, language, ...follow } = opts
+    const body: ExecuteRequest = { code, ...(timeout_s === undefined ? {} : { timeout_s }), ...(language === undefined ? {} : { language }) }
     const res = await this.request('POST', `/v1/sessions/${enc(sessionId)}/executions`, body, { accept: 'text/event-stream' }, follow.signal)
     const executionId = /\/executions\/([^/?]+)$/.exec(res.headers.get('location') ?? '')?.[1]
     if (!executionId) throw new ConnectionError('network', 'the server did not name the execution (no Location header)')
@@ -101,6 +116,73 @@ export class ReplcastClient {
 
   getExecution(sessionId: string, executionId: string): Promise<Execution> {
     return this.json('GET', `/v1/sessions/${enc(sessionId)}/executions/${enc(executionId)}`)
+  }
+
+  /** Runs code once in a fresh sandbox, removed afterwards (POST /v1/execute), and waits: the execution with all its events. */
+  runOnce(code: string, opts: OnceOptions = {}): Promise<Execution> {
+    return this.json('POST', '/v1/execute', oneShotBody(code, opts))
+  }
+
+  /**
+   * Runs code once in a fresh sandbox and returns its events as they happen. Its sandbox goes when the
+   * reply ends, so a dropped connection cannot be resumed: the stream then throws ConnectionError.
+   */
+  async streamOnce(code: string, opts: OnceOptions & Omit<FollowOptions, 'lastEventId'> = {}): Promise<EventStream> {
+    const { signal, maxRetries, retryDelayMs, onReconnect, ...once } = opts
+    const res = await this.request('POST', '/v1/execute', oneShotBody(code, once), { accept: 'text/event-stream' }, signal)
+    return new EventStream(null, res, { signal, maxRetries, retryDelayMs, onReconnect })
+  }
+
+  /** The templates a session or one-shot may name. */
+  listTemplates(): Promise<TemplateList> {
+    return this.json('GET', '/v1/templates')
+  }
+
+  /**
+   * Uploads a file into the session's /workspace (parent folders are created; a file is replaced whole
+   * or not at all). A stream body is sent as it is read, never gathered in memory. `mode`: 0o755 or '755'.
+   */
+  async putFile(sessionId: string, path: string, body: FileBody, opts: { mode?: number | string; signal?: AbortSignal } = {}): Promise<PutFileResult> {
+    const q = opts.mode === undefined ? '' : `?mode=${modeQuery(opts.mode)}`
+    const res = await this.request('PUT', `${this.filesUrl(sessionId)}/${filePath(path)}${q}`, new RawBody(body), {}, opts.signal)
+    return { ...((await res.json()) as PutFileResult), created: res.status === 201 }
+  }
+
+  /** Downloads a file as a stream (read its `body` once, or cancel it). */
+  async getFile(sessionId: string, path: string, opts: { signal?: AbortSignal } = {}): Promise<FileDownload> {
+    const res = await this.request('GET', `${this.filesUrl(sessionId)}/${filePath(path)}`, undefined, { accept: '*/*' }, opts.signal)
+    return {
+      body: res.body ?? new ReadableStream(),
+      contentType: res.headers.get('content-type') ?? 'application/octet-stream',
+      size: Number(res.headers.get('content-length') ?? 0),
+    }
+  }
+
+  /** A file's bytes, whole (getFile streams them). */
+  async readFile(sessionId: string, path: string): Promise<Uint8Array> {
+    return new Uint8Array(await new Response((await this.getFile(sessionId, path)).body).arrayBuffer())
+  }
+
+  /** A file's text (UTF-8), whole. */
+  async readTextFile(sessionId: string, path: string): Promise<string> {
+    return new Response((await this.getFile(sessionId, path)).body).text()
+  }
+
+  /** A folder's files and folders (default /workspace itself; recursive: everything below it), sorted by path. */
+  listFiles(sessionId: string, opts: { path?: string; recursive?: boolean } = {}): Promise<FileList> {
+    const q = new URLSearchParams()
+    if (opts.path) q.set('path', opts.path)
+    if (opts.recursive) q.set('recursive', 'true')
+    return this.json('GET', `${this.filesUrl(sessionId)}${q.size ? `?${q.toString()}` : ''}`)
+  }
+
+  /** Deletes a file, or a folder with everything in it when `recursive`. */
+  async deleteFile(sessionId: string, path: string, opts: { recursive?: boolean } = {}): Promise<void> {
+    await this.request('DELETE', `${this.filesUrl(sessionId)}/${filePath(path)}${opts.recursive ? '?recursive=true' : ''}`)
+  }
+
+  private filesUrl(sessionId: string): string {
+    return `/v1/sessions/${enc(sessionId)}/files`
   }
 
   private async openEvents(sid: string, eid: string, lastEventId: string, signal?: AbortSignal): Promise<Response | null> {
@@ -121,6 +203,8 @@ export class ReplcastClient {
   /** One call; non-2xx answers throw their typed error, a failed connection throws ConnectionError. */
   private async request(method: string, path: string, body?: unknown, headers: Record<string, string> = {}, signal?: AbortSignal): Promise<Response> {
     let res: Response
+    // A file's bytes go as they are (a stream half-duplex, as fetch requires); anything else as JSON.
+    const raw = body instanceof RawBody ? body : null
     try {
       res = await this.fetch(this.url + path, {
         method,
@@ -128,10 +212,11 @@ export class ReplcastClient {
         headers: {
           accept: 'application/json',
           ...(this.apiKey ? { authorization: `Bearer ${this.apiKey}` } : {}),
-          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+          ...(body === undefined ? {} : { 'content-type': raw ? 'application/octet-stream' : 'application/json' }),
           ...headers,
         },
-        body: body === undefined ? undefined : JSON.stringify(body),
+        body: raw ? raw.body : body === undefined ? undefined : JSON.stringify(body),
+        ...(raw?.streamed ? { duplex: 'half' } : {}),
       })
     } catch (err) {
       if (signal?.aborted) throw err

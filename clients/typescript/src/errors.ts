@@ -28,7 +28,6 @@ export const ERROR_CODES = [
   'payload_too_large',
   'workspace_full',
   'unsupported_media_type',
-  'session_elsewhere',
   'headers_too_large',
   'quota_exceeded',
   'rate_limited',
@@ -39,6 +38,7 @@ export const ERROR_CODES = [
   'llm_not_configured',
   'unavailable',
   'capacity',
+  'session_moving',
 ] as const
 
 export type ErrorCode = (typeof ERROR_CODES)[number]
@@ -77,7 +77,7 @@ export class AuthError extends ReplcastError {}
 export class ForbiddenError extends ReplcastError {}
 /** 404: no such session, execution or route (or it belongs to another tenant). */
 export class NotFoundError extends ReplcastError {}
-/** 409, 421: the session's state forbids it now (dead, queue full, nothing running, held elsewhere). */
+/** 409: the session's state forbids it now (dead, queue full, nothing running). */
 export class ConflictError extends ReplcastError {}
 /** 429: a rate or quota; `retryAfterS` says when to try again. */
 export class RateLimitError extends ReplcastError {}
@@ -94,7 +94,7 @@ export function errorFromResponse(status: number, problem: Problem | null, retry
   if (status === 401) return new AuthError(code, message, opts)
   if (status === 403) return new ForbiddenError(code, message, opts)
   if (status === 404) return new NotFoundError(code, message, opts)
-  if (status === 409 || status === 421) return new ConflictError(code, message, opts)
+  if (status === 409) return new ConflictError(code, message, opts)
   if (status === 429) return new RateLimitError(code, message, opts)
   if (status >= 500) return new ServerError(code, message, opts)
   return new InvalidRequestError(code, message, opts)

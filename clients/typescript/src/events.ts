@@ -49,12 +49,13 @@ export class EventStream implements AsyncIterable<ExecutionEvent> {
   /** The execution's done status, once its `done` event has been yielded. */
   status: DoneStatus | null = null
   private used = false
-  private readonly open: OpenEvents
+  /** null: the events cannot be followed again (a one-shot's, whose sandbox goes when its reply ends). */
+  private readonly open: OpenEvents | null
   private first: Response | null
   private readonly opts: FollowOptions
 
   /** `first`: a response already streaming the events (the POST that started the execution), or null to open one. */
-  constructor(open: OpenEvents, first: Response | null, opts: FollowOptions = {}) {
+  constructor(open: OpenEvents | null, first: Response | null, opts: FollowOptions = {}) {
     this.open = open
     this.first = first
     this.opts = opts
@@ -66,7 +67,7 @@ export class EventStream implements AsyncIterable<ExecutionEvent> {
     this.used = true
     const { signal, maxRetries = 8, retryDelayMs = 200 } = this.opts
     let failures = 0
-    let res = this.first ?? (await this.open(this.lastEventId, signal))
+    let res = this.first ?? (await this.open?.(this.lastEventId, signal)) ?? null
     this.first = null
     for (;;) {
       if (res === null) return // 204: the execution ended and its last event was already delivered
@@ -87,6 +88,7 @@ export class EventStream implements AsyncIterable<ExecutionEvent> {
         error = err
       }
       res = null
+      if (!this.open) throw new ConnectionError('network', 'the event stream dropped before the execution ended, and it cannot be resumed', { cause: error })
       while (res === null) {
         failures += 1
         if (failures > maxRetries)

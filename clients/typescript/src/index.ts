@@ -1,6 +1,7 @@
 // @replcast/client: a typed client for the replcast API, with resumable event streams and typed errors.
 export { ReplcastClient, ExecutionStream } from './client.ts'
 export type { ClientOptions, StreamOptions, Session, SessionList, CreateSessionRequest, Execution, ExecuteRequest } from './client.ts'
+export type { FileBody, FileDownload, FileEntry, FileList, InputFile, OnceOptions, OneShotRequest, PutFileResult, TemplateList } from './files.ts'
 export { EventStream } from './events.ts'
 export type { ExecutionEvent, DoneStatus, FollowOptions, OpenEvents } from './events.ts'
 export {

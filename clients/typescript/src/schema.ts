@@ -390,6 +390,8 @@ export interface components {
             execution_count: number;
             /** @description The sandbox template it was started from */
             template: string;
+            /** @description Why a dead session is dead, when there is more to say than that its sandbox stopped */
+            status_detail?: string;
         };
         SessionList: {
             sessions: components["schemas"]["Session"][];
@@ -874,7 +876,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Problem: unavailable */
+            /** @description Problem: unavailable, session_moving */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -958,15 +960,6 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Problem: session_elsewhere */
-            421: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
             /** @description Problem: rate_limited */
             429: {
                 headers: {
@@ -985,7 +978,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Problem: unavailable */
+            /** @description Problem: unavailable, session_moving */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -1071,15 +1064,6 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Problem: session_elsewhere */
-            421: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
             /** @description Problem: rate_limited */
             429: {
                 headers: {
@@ -1098,7 +1082,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Problem: unavailable */
+            /** @description Problem: unavailable, session_moving */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -1189,15 +1173,6 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Problem: session_elsewhere */
-            421: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
             /** @description Problem: quota_exceeded, rate_limited */
             429: {
                 headers: {
@@ -1216,7 +1191,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Problem: unavailable */
+            /** @description Problem: unavailable, session_moving */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -1578,7 +1553,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Problem: unavailable */
+            /** @description Problem: unavailable, session_moving */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -1675,7 +1650,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Problem: unavailable */
+            /** @description Problem: unavailable, session_moving */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -1797,7 +1772,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Problem: unavailable */
+            /** @description Problem: unavailable, session_moving */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -1913,7 +1888,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Problem: unavailable */
+            /** @description Problem: unavailable, session_moving */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -2219,15 +2194,6 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Problem: session_elsewhere */
-            421: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
             /** @description Problem: quota_exceeded, llm_budget_exhausted, rate_limited */
             429: {
                 headers: {
@@ -2246,7 +2212,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Problem: llm_not_configured, unavailable */
+            /** @description Problem: llm_not_configured, unavailable, session_moving */
             503: {
                 headers: {
                     [name: string]: unknown;

@@ -41,6 +41,7 @@ export async function executionRoutes(
     '/v1/sessions/:id/executions',
     {
       sse: 'dual',
+      config: { holder: true },
       schema: {
         operationId: 'execute',
         tags,
@@ -53,7 +54,7 @@ export async function executionRoutes(
             description: 'The execution. With Accept: text/event-stream its events stream live as they happen. The Location header names the execution.',
             content: { 'application/json': { schema: ref(Execution) }, 'text/event-stream': { schema: { type: 'string', description: SSE_DESCRIPTION } } },
           },
-          ...problems('limit_exceeded', 'session_dead', 'queue_full', 'quota_exceeded', 'session_elsewhere', 'sandbox_failed'),
+          ...problems('limit_exceeded', 'session_dead', 'queue_full', 'quota_exceeded', 'sandbox_failed'),
         },
       },
     },

@@ -17,6 +17,8 @@ const PATH_DESCRIPTION =
 const FileParams = Type.Object({ id: SessionId, '*': Type.String({ description: PATH_DESCRIPTION }) })
 const DocParams = Type.Object({ id: SessionId, path: Type.String({ description: PATH_DESCRIPTION }) })
 const asPathParam = {
+  // Run by the session's holder (src/http/holder-routing.ts): with several Docker engines, only it reaches the container.
+  holder: true,
   swaggerTransform: ({ schema, url }: { schema: FastifySchema; url: string }) => ({
     url: url.replace('*', ':path'),
     schema: { ...schema, params: DocParams },
@@ -48,6 +50,7 @@ export async function fileRoutes(app: FastifyInstance, { files, maxDrainBytes }:
   r.get(
     '/v1/sessions/:id/files',
     {
+      config: { holder: true },
       schema: {
         operationId: 'listFiles',
         summary: "List a folder of the session's /workspace",

@@ -13,7 +13,8 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpDeps): Promise<vo
   const open = new Set<StreamableHTTPServerTransport>()
 
   // Not in openapi.yaml: JSON-RPC has its own specification (modelcontextprotocol.io); the README shows a client set-up.
-  app.post(MCP_PATH, { schema: { hide: true } }, async (req, reply) => {
+  // mcpHolder: a tools/call in a session is answered by the instance holding it (http/mcp-routing.ts).
+  app.post(MCP_PATH, { schema: { hide: true }, config: { mcpHolder: true } }, async (req, reply) => {
     // The app's logger is pino (app.ts hands it to Fastify), so the request's child logger is one too.
     const server = createMcpServer(deps, req.tenant, req.log as unknown as Logger)
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined })

@@ -28,6 +28,7 @@ export async function messageRoutes(
     '/v1/sessions/:id/messages',
     {
       sse: 'dual',
+      config: { holder: true },
       schema: {
         operationId: 'sendMessage',
         tags,
@@ -48,7 +49,6 @@ export async function messageRoutes(
             'session_dead',
             'queue_full',
             'quota_exceeded',
-            'session_elsewhere',
             'sandbox_failed',
             'llm_not_configured',
             'llm_budget_exhausted',

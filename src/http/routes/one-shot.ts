@@ -22,6 +22,7 @@ export async function oneShotRoutes(
     '/v1/execute',
     {
       sse: 'dual',
+      config: { placed: true },
       schema: {
         operationId: 'executeOnce',
         tags: ['executions'],

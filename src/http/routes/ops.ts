@@ -2,12 +2,12 @@
 import type { FastifyInstance } from 'fastify'
 import { Type } from 'typebox'
 import type { Redis } from 'ioredis'
-import type { DockerSandboxDriver } from '../../sandbox/docker-driver.js'
+import type { SandboxDriver } from '../../sandbox/driver.js'
 import type { Metrics } from '../../sessions/metrics.js'
 
 export async function opsRoutes(
   app: FastifyInstance,
-  deps: { redis: Redis; driver: DockerSandboxDriver; metrics: Metrics; openapiYaml: () => string },
+  deps: { redis: Redis; driver: SandboxDriver; metrics: Metrics; openapiYaml: () => string },
 ): Promise<void> {
   const tags = ['operations']
   const security: Array<Record<string, string[]>> = [] // open: for probes and scrapers

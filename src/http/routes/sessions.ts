@@ -18,6 +18,7 @@ export async function sessionRoutes(app: FastifyInstance, { sessions, executions
       preValidation: async (req) => {
         if (req.body === undefined) req.body = {}
       },
+      config: { placed: true },
       schema: {
         operationId: 'createSession',
         summary: 'Create a session (a new sandbox with a fresh Python REPL)',
@@ -77,6 +78,7 @@ export async function sessionRoutes(app: FastifyInstance, { sessions, executions
   r.delete(
     '/v1/sessions/:id',
     {
+      config: { holder: true },
       schema: {
         operationId: 'deleteSession',
         summary: 'Delete a session and its sandbox',
@@ -95,6 +97,7 @@ export async function sessionRoutes(app: FastifyInstance, { sessions, executions
   r.post(
     '/v1/sessions/:id/interrupt',
     {
+      config: { holder: true },
       schema: {
         operationId: 'interruptSession',
         summary: 'Interrupt the running execution (KeyboardInterrupt; state is kept)',
@@ -103,7 +106,7 @@ export async function sessionRoutes(app: FastifyInstance, { sessions, executions
         params: SessionParams,
         response: {
           202: { description: 'Interrupt sent; the execution ends with done.status interrupted, or the sandbox is killed after a grace period', type: 'null' },
-          ...problems('nothing_running', 'session_elsewhere', 'sandbox_failed'),
+          ...problems('nothing_running', 'sandbox_failed'),
         },
       },
     },
@@ -117,6 +120,7 @@ export async function sessionRoutes(app: FastifyInstance, { sessions, executions
   r.post(
     '/v1/sessions/:id/restart',
     {
+      config: { holder: true },
       schema: {
         operationId: 'restartSession',
         summary: 'Restart the session with a fresh interpreter and workspace (same id)',
@@ -125,7 +129,7 @@ export async function sessionRoutes(app: FastifyInstance, { sessions, executions
         tags,
         security,
         params: SessionParams,
-        response: { 200: { ...ref(Session), description: 'The restarted session' }, ...problems('session_dead', 'session_elsewhere', 'sandbox_failed') },
+        response: { 200: { ...ref(Session), description: 'The restarted session' }, ...problems('session_dead', 'sandbox_failed') },
       },
     },
     async (req) => sessions.restart(req.tenant, req.params.id),

@@ -23,8 +23,9 @@ export interface Command {
 
 export const EXIT = { ok: 0, error: 1, usage: 2, api: 3, timeout: 124, interrupted: 130, killed: 137 } as const
 
-/** The process's exit code for an execution that ended with `status` (null: it never ended). */
-export function exitCodeFor(status: DoneStatus | null): number {
+/** The process's exit code for an execution that ended with `status` (null: it never ended); a bash script's own when it ran to its end. */
+export function exitCodeFor(status: DoneStatus | null, scriptExit?: number | null): number {
+  if ((status === 'ok' || status === 'error') && typeof scriptExit === 'number') return scriptExit
   switch (status) {
     case 'ok':
       return EXIT.ok

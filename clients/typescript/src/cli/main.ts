@@ -6,12 +6,12 @@ import { parseArgs, type ParseArgsOptionsConfig } from 'node:util'
 import { ReplcastClient } from '../client.ts'
 import { ReplcastError } from '../errors.ts'
 import { EXIT, UsageError, type Command, type Context } from './common.ts'
+import { filesCommand } from './files.ts'
 import { replCommand } from './repl.ts'
 import { runCommand } from './run.ts'
 import { sessionsCommand } from './sessions.ts'
 
-// `files put/get/ls` joins here with the files API: one entry, and files.ts beside run.ts.
-const COMMANDS: Record<string, Command> = { run: runCommand, repl: replCommand, sessions: sessionsCommand }
+const COMMANDS: Record<string, Command> = { run: runCommand, repl: replCommand, files: filesCommand, sessions: sessionsCommand }
 
 const GLOBAL: ParseArgsOptionsConfig = {
   url: { type: 'string' },
@@ -34,7 +34,8 @@ Options (any command):
   --key KEY   an API key (default: $REPLCAST_API_KEY)
   -h, --help  help for a command: replcast run --help
 
-Exit codes: 0 ok, 1 the code raised, 2 usage, 3 API or connection error, 124 timeout, 130 interrupted, 137 killed or out of memory.`
+Exit codes: 0 ok, 1 the code raised, 2 usage, 3 API or connection error, 124 timeout, 130 interrupted, 137 killed or out of memory;
+run --bash exits with the script's exit code.`
 
 function version(): string {
   const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }

@@ -1,0 +1,189 @@
+// The hop from the instance that received a request to the one that must answer it: the raw request
+// (method, path, query, headers, body streamed) goes over a keep-alive connection with the internal
+// header, and the answer (status, headers, body streamed, SSE included) comes back with backpressure.
+import { Agent, request, type ClientRequest, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http'
+import { pipeline } from 'node:stream'
+
+/** Marks a request passed on by another instance (its value is the internal secret): it is never passed on again. */
+export const FORWARDED_HEADER = 'x-replcast-forwarded'
+/** On an answer: the instance does not hold the session (the lease moved meanwhile); the hop is tried again. */
+export const REFUSED_HEADER = 'x-replcast-refused'
+
+/** Headers that belong to one connection, not to the request or answer they carry. */
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'expect',
+  'host',
+  FORWARDED_HEADER,
+  REFUSED_HEADER,
+])
+
+/**
+ * answered: the answer went (or is going) to the client; gone: the client left first; refused: the
+ * other instance does not hold the session or is stopping; unreachable: no answer came (`reused`:
+ * on a kept-alive connection the other side had just closed, worth an immediate second try).
+ */
+export type HopOutcome = { kind: 'answered' | 'gone' | 'refused' } | { kind: 'unreachable'; reused: boolean; err: Error }
+
+/**
+ * A request's body as it is read for hops: the first `keepBytes` are kept, so that a hop that was
+ * refused can be tried again; past that, a refused hop cannot be repeated.
+ */
+export class HopBody {
+  private readonly kept: Buffer[] = []
+  private read = 0
+  constructor(
+    private readonly source: IncomingMessage,
+    private readonly keepBytes: number,
+  ) {}
+
+  /** Some of the body was read (the request can no longer be answered here by the route itself). */
+  get started(): boolean {
+    return this.read > 0 || this.source.readableEnded
+  }
+  /** Everything read so far was kept. */
+  get replayable(): boolean {
+    return this.read <= this.keepBytes
+  }
+
+  /** Writes what was kept, then the rest as it arrives, with backpressure; returns a function that stops it. */
+  pipeTo(up: ClientRequest): () => void {
+    const { source } = this
+    for (const c of this.kept) up.write(c)
+    if (!hasBody(source) || source.readableEnded) {
+      up.end()
+      return () => undefined
+    }
+    const onData = (c: Buffer) => {
+      this.read += c.length
+      if (this.read <= this.keepBytes) this.kept.push(c)
+      if (!up.write(c)) {
+        source.pause()
+        up.once('drain', () => source.resume())
+      }
+    }
+    const onEnd = () => up.end()
+    source.on('data', onData)
+    source.once('end', onEnd)
+    source.resume()
+    return () => {
+      source.off('data', onData)
+      source.off('end', onEnd)
+      source.pause()
+    }
+  }
+}
+
+/** A body read whole before the hop (POST /mcp, whose session is named in its body): sent as it is, as often as the hop is tried. */
+export class BufferedBody {
+  readonly started = false
+  readonly replayable = true
+  constructor(private readonly bytes: Buffer) {}
+
+  pipeTo(up: ClientRequest): () => void {
+    up.end(this.bytes)
+    return () => undefined
+  }
+}
+
+function hasBody(req: IncomingMessage): boolean {
+  return req.headers['transfer-encoding'] !== undefined || (req.headers['content-length'] !== undefined && req.headers['content-length'] !== '0')
+}
+
+function pass(headers: IncomingHttpHeaders): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {}
+  for (const [k, v] of Object.entries(headers)) if (v !== undefined && !HOP_BY_HOP.has(k)) out[k] = v
+  return out
+}
+
+/** Whether the other instance declined the request without handling it. */
+function declined(res: IncomingMessage): boolean {
+  if (res.headers[REFUSED_HEADER] !== undefined) return true
+  // Fastify's own answer while an instance is closing (replcast's errors are all problem+json).
+  return res.statusCode === 503 && (res.headers['content-type'] ?? '').startsWith('application/json')
+}
+
+export class Forwarder {
+  private readonly agent = new Agent({ keepAlive: true, maxFreeSockets: 64, scheduling: 'lifo', noDelay: true })
+  /** Hops under way: ended when the instance stops (their clients resume elsewhere). */
+  private readonly open = new Set<() => void>()
+
+  /**
+   * Passes `req` to `baseUrl` and its answer back on `res`. `onAnswer` is called once, just before
+   * anything is written to `res` (or when the client left): from then on the request is this hop's.
+   */
+  forward(req: IncomingMessage, res: ServerResponse, baseUrl: string, secret: string, body: HopBody | BufferedBody, onAnswer: () => void): Promise<HopOutcome> {
+    return new Promise((resolve) => {
+      const headers = { ...pass(req.headers), [FORWARDED_HEADER]: secret }
+      const up = request(new URL(req.url ?? '/', baseUrl), { method: req.method, headers, agent: this.agent })
+      let stopBody = () => {}
+      let settled = false
+      let answering = false
+      const answer = () => {
+        if (answering) return
+        answering = true
+        onAnswer()
+      }
+      const settle = (o: HopOutcome) => {
+        if (settled) return
+        settled = true
+        stopBody()
+        res.off('close', clientGone)
+        this.open.delete(end)
+        resolve(o)
+      }
+      const end = () => {
+        up.destroy()
+        res.destroy()
+      }
+      // A client that leaves ends the hop (and so the other instance's handling of it).
+      const clientGone = () => {
+        if (res.writableFinished) return
+        up.destroy()
+        answer()
+        settle({ kind: 'gone' })
+      }
+      res.once('close', clientGone)
+      this.open.add(end)
+      // The body is read only once the connection is up: a hop refused at connect consumes none of it.
+      up.once('socket', (s) => {
+        if (s.connecting) s.once('connect', () => (stopBody = body.pipeTo(up)))
+        else stopBody = body.pipeTo(up)
+      })
+      up.once('response', (reply) => {
+        if (declined(reply)) {
+          reply.resume()
+          up.destroy()
+          settle({ kind: 'refused' })
+          return
+        }
+        answer()
+        // The rest of the body still goes up (an upload the other side answers only at its end).
+        stopBody = () => {}
+        res.writeHead(reply.statusCode ?? 502, pass(reply.headers))
+        res.flushHeaders()
+        pipeline(reply, res, () => settle({ kind: 'answered' }))
+      })
+      up.on('error', (err) => {
+        // Once the answer has begun, the pipeline ends it (cut short: the client sees the cut).
+        if (answering) res.destroy()
+        else settle({ kind: 'unreachable', reused: up.reusedSocket, err })
+      })
+    })
+  }
+
+  /** Ends every hop under way and the kept-alive connections. */
+  close(): void {
+    for (const end of this.open) end()
+    this.open.clear()
+    this.agent.destroy()
+  }
+}

@@ -1,0 +1,149 @@
+// Several API instances as one service: the instance directory (heartbeats), routing of requests
+// that need a session's sandbox to the instance holding it (one HTTP hop with the internal secret),
+// failover of a gone instance's sessions, and the hand-over of this instance's sessions when it stops.
+import { randomBytes, timingSafeEqual } from 'node:crypto'
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import type { Redis } from 'ioredis'
+import type { Logger } from 'pino'
+import type { Config } from '../config.js'
+import type { RedisStore } from '../store/redis-store.js'
+import { InstanceDirectory } from './directory.js'
+import { Failover } from './failover.js'
+import { FORWARDED_HEADER, Forwarder, HopBody, type HopOutcome } from './forward.js'
+import { route, type Routed, type SessionHolding } from './routing.js'
+
+export interface ClusterDeps {
+  config: Config
+  redis: Redis
+  store: RedisStore
+  log: Logger
+  sessions: SessionHolding & { handOver(): Promise<void> }
+}
+
+export interface Cluster {
+  /** The first heartbeat, the internal secret, the hand-over channel: before the sessions layer starts (it may re-adopt sessions). */
+  start(): Promise<void>
+  /** The heartbeat and failover timers: once the sessions layer has started. */
+  run(): void
+  /** The server listens at `address` (the advertised URL follows it unless configured). */
+  listening(address: string | AddressInfo | null): void
+  /** Whether another instance of this deployment passed the request on (it carries the internal secret). */
+  isInternal(req: IncomingMessage): boolean
+  /** Answers here ('local') or through the session's holder ('forwarded'); throws session_moving. */
+  route(r: Routed): Promise<'local' | 'forwarded'>
+  /**
+   * Passes `req` as it is to the instance at `url` and its answer back on `res` (the public hop, for
+   * work placed on another instance: a request already passed on must not be passed on again).
+   * `onAnswer` is called just before the answer is written.
+   */
+  forward(req: IncomingMessage, res: ServerResponse, url: string, onAnswer: () => void): Promise<HopOutcome>
+  /** Where a live instance is reached (null: its heartbeat is gone). */
+  lookup(id: string): Promise<string | null>
+  /** Stopping: sessions handed over (leases freed, heartbeat ended, survivors told), hops ended. */
+  handOver(): Promise<void>
+  close(): Promise<void>
+}
+
+export function createCluster(deps: ClusterDeps): Cluster {
+  const { config, redis, store, log, sessions } = deps
+  const keys = store.keys
+  const directory = new InstanceDirectory({
+    redis,
+    keys,
+    instanceId: config.instanceId,
+    heartbeatMs: config.INSTANCE_HEARTBEAT_MS,
+    leaseTtlMs: config.LEASE_TTL_MS,
+    advertiseUrl: config.REPLCAST_ADVERTISE_URL,
+    host: config.HOST,
+    port: config.PORT,
+  })
+  const forwarder = new Forwarder()
+  const failover = new Failover({ redis, keys, instanceId: config.instanceId, directory, sessions, log })
+  const subscriber = redis.duplicate({ lazyConnect: true })
+  subscriber.on('error', (err: Error) => log.warn({ err: { message: err.message } }, 'redis subscriber connection error'))
+  let secret = config.REPLCAST_INTERNAL_SECRET
+  let secretBytes = Buffer.from(secret)
+  const timers: NodeJS.Timeout[] = []
+  const holders = new Map<string, string>()
+  let stopped = false
+
+  /** Background work under way (passes, take-overs): close waits for it, so none runs on a closed connection. */
+  const inFlight = new Set<Promise<unknown>>()
+  const track = (work: Promise<unknown>): Promise<void> => {
+    const p = work.then(
+      () => undefined,
+      (err: unknown) => log.warn({ err }, 'cluster background task failed'),
+    )
+    inFlight.add(p)
+    void p.finally(() => inFlight.delete(p))
+    return p
+  }
+  const every = (ms: number, fn: () => Promise<unknown>) => {
+    let busy = false
+    const t = setInterval(() => {
+      if (busy || stopped) return
+      busy = true
+      void track(fn()).finally(() => {
+        busy = false
+      })
+    }, ms)
+    t.unref()
+    timers.push(t)
+  }
+
+  return {
+    async start() {
+      if (!secret) {
+        // Anyone who can read Redis holds every session already: a secret kept there adds no exposure.
+        await redis.set(keys.internalSecret(), randomBytes(32).toString('hex'), 'NX')
+        secret = (await redis.get(keys.internalSecret())) ?? ''
+        secretBytes = Buffer.from(secret)
+      }
+      await directory.beat()
+      await subscriber.connect()
+      subscriber.on('message', (_channel: string, id: string) => {
+        if (!stopped) void track(failover.takeOverFrom(id))
+      })
+      await subscriber.subscribe(keys.clusterChannel())
+    },
+    run() {
+      every(config.INSTANCE_HEARTBEAT_MS, () => directory.beat())
+      every(config.REAPER_INTERVAL_MS, () => failover.sweep())
+    },
+    listening(address) {
+      directory.listening(address)
+      if (!stopped) directory.beat().catch((err: unknown) => log.warn({ err }, 'could not advertise this instance'))
+    },
+    isInternal(req) {
+      const given = req.headers[FORWARDED_HEADER]
+      if (typeof given !== 'string' || secretBytes.length === 0) return false
+      const b = Buffer.from(given)
+      return b.length === secretBytes.length && timingSafeEqual(b, secretBytes)
+    },
+    route(r) {
+      return route({ instanceId: config.instanceId, store, directory, forwarder, sessions, log, secret: () => secret, holders }, r)
+    },
+    forward(req, res, url, onAnswer) {
+      return forwarder.forward(req, res, url, secret, new HopBody(req, 0), onAnswer)
+    },
+    lookup: (id) => directory.lookup(id),
+    async handOver() {
+      if (stopped) return
+      stopped = true
+      for (const t of timers) clearInterval(t)
+      await sessions.handOver()
+      // Heartbeat first, then the word: survivors that hear it find this instance gone.
+      await directory.end()
+      await redis.publish(keys.clusterChannel(), config.instanceId)
+      forwarder.close()
+    },
+    async close() {
+      stopped = true
+      for (const t of timers) clearInterval(t)
+      forwarder.close()
+      subscriber.disconnect()
+      await Promise.all(inFlight)
+    },
+  }
+}
