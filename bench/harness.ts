@@ -1,12 +1,12 @@
 // A real app for a benchmark (real Docker, real Redis) under its own key prefix and deployment
 // label, and the clean-up of what it leaves behind.
-import Docker from 'dockerode'
 import { randomBytes } from 'node:crypto'
-import { Redis } from 'ioredis'
 import { pino } from 'pino'
 import { buildApp } from '../src/app.js'
 import { loadConfig, type Config } from '../src/config.js'
-import { LABEL } from '../src/sandbox/labels.js'
+import { removeDeployment } from './cleanup.js'
+
+export { removeDeployment }
 
 export interface BenchApp {
   base: string
@@ -43,22 +43,4 @@ export async function startBenchApp(env: Record<string, string> = {}): Promise<B
       await removeDeployment(config.REPLCAST_DEPLOYMENT, config.REPLCAST_KEY_PREFIX, config.REDIS_URL)
     },
   }
-}
-
-/** Removes a benchmark's containers (by deployment label) and its Redis keys (by prefix). */
-export async function removeDeployment(deployment: string, keyPrefix: string, redisUrl: string): Promise<void> {
-  const docker = new Docker()
-  const left = await docker.listContainers({ all: true, filters: { label: [`${LABEL.deployment}=${deployment}`] } })
-  await Promise.all(
-    left.map((c) =>
-      docker
-        .getContainer(c.Id)
-        .remove({ force: true })
-        .catch(() => undefined),
-    ),
-  )
-  const r = new Redis(redisUrl)
-  const keys = await r.keys(`${keyPrefix}*`)
-  if (keys.length) await r.del(...keys)
-  r.disconnect()
 }

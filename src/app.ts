@@ -38,6 +38,7 @@ import { OpenAiLlmClient } from './agent/llm-client.js'
 import { SubCalls } from './agent/sub-calls.js'
 import { LlmBudget } from './agent/llm-budget.js'
 import { redisKeys } from './store/keys.js'
+import { RateLimiter } from './http/rate-limit.js'
 import * as agentSchemas from './agent/schemas.js'
 
 export interface AppOptions {
@@ -150,7 +151,8 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   ])
   await app.register(fastifySSE, { heartbeatInterval: config.SSE_HEARTBEAT_MS })
 
-  const auth = authenticate(config, store, (req) => cluster.isInternal(req.raw))
+  const rate = new RateLimiter(store, (err) => log.warn({ err }, 'could not add request counts to Redis; retrying'), opts.now)
+  const auth = authenticate(config, store, rate, (req) => cluster.isInternal(req.raw), opts.now)
   // Decided on the matched route, never on the raw URL (absolute-form or percent-encoded paths).
   app.addHook('onRequest', async (req) => {
     if (isAuthenticatedRoute(req.routeOptions.url)) await auth(req)
@@ -192,6 +194,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     await streams.closeAll()
   })
   app.addHook('onClose', async () => {
+    await rate.close()
     await cluster.close()
     await layer.close()
     await feed.stop()

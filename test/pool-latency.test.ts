@@ -54,7 +54,9 @@ t.test('a one-shot waits for no Docker call, and writes its session in two Redis
     })
     // The one-shot's own session (an SSE reply does not name it): the one whose record was created.
     const sid =
-      /\{(ses_[^}]+)\}:session$/.exec(w.commands.find((c) => c.name === 'eval' && /\{ses_[^}]+\}:session$/.test(c.args[2] ?? ''))?.args[2] ?? '')?.[1] ?? ''
+      /\{(ses_[^}]+)\}:session$/.exec(
+        w.commands.find((c) => (c.name === 'eval' || c.name === 'evalsha') && /\{ses_[^}]+\}:session$/.test(c.args[2] ?? ''))?.args[2] ?? '',
+      )?.[1] ?? ''
     const kind = sse ? 'SSE' : 'JSON'
     t.ok(sid, `${kind}: the one-shot's session was created`)
     t.same(w.docker, [], `${kind}: no Docker engine call before the reply (placement, the refill, the removal)`)

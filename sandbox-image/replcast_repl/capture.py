@@ -3,37 +3,33 @@
 Everything written to fd 1/2 (print, os.write, C extensions, subprocesses,
 forked children) lands in a pipe that one thread always drains, so a flooding
 writer never blocks forever and memory stays bounded by the per-execution cap.
-Text is coalesced for at most COALESCE_S before it is framed.
+That thread is also the channel's flusher (flusher.py). Text sys.stdout and
+sys.stderr buffer (outstream.py) is taken directly, never out of order with what
+they wrote to the pipes.
 """
 
+import _thread
 import codecs
 import fcntl
-import io
 import os
 import select
 import sys
-import termios
-import threading
-import time
 
-COALESCE_S = 0.02            # longest time text waits before it is framed
+from .channel import PROTOCOL_VERSION
+from .flusher import Flusher
+from .outstream import OutStream
+
 MAX_FRAME_TEXT_BYTES = 64 * 1024  # a pending buffer this big is framed at once
 READ_CHUNK_BYTES = 256 * 1024
 PIPE_SIZE_BYTES = 1024 * 1024
+F_SETPIPE_SZ = 1031               # fcntl.F_SETPIPE_SZ (Linux)
 STREAM_NAMES = {1: "stdout", 2: "stderr"}
+STREAM_FDS = (1, 2)
 
 
-def _pending_bytes(fd):
-    """Bytes waiting in a pipe (FIONREAD)."""
-    buf = fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0")
-    return int.from_bytes(buf, sys.byteorder)
-
-
-def make_text_stream(fd):
-    """A text stream on fd that never buffers and never closes the fd."""
-    raw = io.FileIO(fd, "wb", closefd=False)
-    return io.TextIOWrapper(raw, encoding="utf-8", errors="backslashreplace",
-                            line_buffering=True, write_through=True)
+def _c_stdio_buffered():
+    """CPython makes C stdio unbuffered under PYTHONUNBUFFERED / -u (the image sets it)."""
+    return not os.environ.get("PYTHONUNBUFFERED") and "-u" not in sys.orig_argv[1:]
 
 
 class _Target:
@@ -45,18 +41,18 @@ class _Target:
         self.dropped = 0
 
 
-class Capture:
+class Capture(Flusher):
     def __init__(self, channel, idle_budget_bytes):
         self.channel = channel
         self.idle_budget_bytes = idle_budget_bytes
-        self.lock = threading.Lock()
+        self.lock = _thread.allocate_lock()
         self.read_fds = {}
         self.write_fds = {}   # private copies used to repair fds 1/2
         self._ids = {}        # fd -> (st_dev, st_ino) of its pipe
         for target_fd in (1, 2):
             r, w = os.pipe()  # both non-inheritable
             try:
-                fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, PIPE_SIZE_BYTES)
+                fcntl.fcntl(w, F_SETPIPE_SZ, PIPE_SIZE_BYTES)
             except OSError:
                 pass
             os.set_blocking(r, False)
@@ -64,22 +60,43 @@ class Capture:
             self.write_fds[target_fd] = w
             st = os.fstat(w)
             self._ids[target_fd] = (st.st_dev, st.st_ino)
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self._sleeping = False    # the flusher waits for the pipes only: arm() must wake it
+        self._owner = None        # thread collecting under self.lock: its OutStream flushes come straight in
+        self.pipe_writes_done = [0, 0, 0]  # per fd: writes sys.stdout/sys.stderr finished on the pipe
+        self._drained = [0, 0, 0]          # per fd: of those, how many the pipe was found empty after
+        self._drain_poll = select.poll()
+        for r in self.read_fds.values():
+            self._drain_poll.register(r, select.POLLIN)
         self._decoders = {fd: codecs.getincrementaldecoder("utf-8")("replace") for fd in (1, 2)}
         self._pending = []        # [name, text] in arrival order
         self._pending_bytes = 0
-        self._pending_since = None
         self._target = _Target(None, idle_budget_bytes)
-        self._thread = threading.Thread(target=self._loop, name="replcast-capture", daemon=True)
         self.stdout = None
         self.stderr = None
         self._owner_pid = os.getpid()
-        os.register_at_fork(after_in_child=self._after_fork_in_child)
+        channel.wake = self.arm
+        os.register_at_fork(before=self._before_fork, after_in_child=self._after_fork_in_child)
+
+    def _before_fork(self):
+        # Text buffered in sys.stdout/sys.stderr would be written twice (by the child too).
+        for stream in (self.stdout, self.stderr):
+            if stream is not None and stream._armed:
+                try:
+                    stream.flush()
+                except Exception:
+                    pass
 
     def _after_fork_in_child(self):
         # A forked child writes to fds 1/2 like anyone else; it must never read
         # the pipes (it would steal the parent's output) nor take self.lock
         # (another thread may have held it at fork time).
-        for r in self.read_fds.values():
+        for stream in (self.stdout, self.stderr):
+            if stream is not None:
+                stream.after_fork_in_child()
+        for r in (*self.read_fds.values(), self._wake_r):
             try:
                 os.close(r)
             except OSError:
@@ -94,21 +111,24 @@ class Capture:
         for fd in (1, 2):
             os.dup2(self.write_fds[fd], fd)  # dup2 targets are inheritable
         self.repair_streams()
-        self._line_buffer_c_stdout()
-        self._thread.start()
+        if _c_stdio_buffered():
+            self._line_buffer_c_stdout()
+        _thread.start_new_thread(self._loop, ())
 
     # -- repair --------------------------------------------------------------
 
     def repair_fds(self):
         """Re-points fds 1/2 at the pipes if user code closed or redirected them."""
         for fd in (1, 2):
-            try:
-                st = os.fstat(fd)
-                ok = (st.st_dev, st.st_ino) == self._ids[fd]
-            except OSError:
-                ok = False
-            if not ok:
+            if not self._is_pipe(fd):
                 os.dup2(self.write_fds[fd], fd)
+
+    def _is_pipe(self, fd):
+        try:
+            st = os.fstat(fd)
+        except OSError:
+            return False
+        return (st.st_dev, st.st_ino) == self._ids[fd]
 
     def repair_streams(self):
         """Restores sys.stdout/stderr if user code closed or replaced them."""
@@ -118,18 +138,13 @@ class Capture:
             if current is mine and mine is not None and not mine.closed:
                 continue
             if mine is None or mine.closed:
-                mine = make_text_stream(fd)
+                mine = OutStream(fd, self, self.arm)
                 setattr(self, name, mine)
             setattr(sys, name, mine)
             setattr(sys, "__%s__" % name, mine)
 
     def flush_user_buffers(self):
-        """Pushes text buffered in Python or C stdio objects into the pipes."""
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:
-                pass
+        """Pushes text buffered in C stdio into the pipes (sys.stdout/stderr: see _collect_locked)."""
         libc = self._libc()
         if libc is not None:
             try:
@@ -137,24 +152,16 @@ class Capture:
             except Exception:
                 pass
 
-    _libc_handle = False
+    _libc_handle = None
 
     def _libc(self):
-        if Capture._libc_handle is False:
-            try:
-                import ctypes
-                Capture._libc_handle = ctypes.CDLL(None)
-            except Exception:
-                Capture._libc_handle = None
-        return Capture._libc_handle
+        return Capture._libc_handle  # only set when C stdio is buffered (see install)
 
     def _line_buffer_c_stdout(self):
         # C stdio fully buffers a pipe; line buffering keeps printf() output live.
-        libc = self._libc()
-        if libc is None:
-            return
         try:
             import ctypes
+            libc = Capture._libc_handle = ctypes.CDLL(None)
             for name in ("stdout", "stderr"):
                 stream = ctypes.c_void_p.in_dll(libc, name)
                 libc.setvbuf(stream, None, 1, 0)  # _IOLBF
@@ -164,22 +171,22 @@ class Capture:
     # -- execution attribution -----------------------------------------------
 
     def begin(self, exec_id, budget_bytes):
-        """Starts attributing text to exec_id; text captured while idle is sent now."""
+        """Starts attributing text to exec_id; text captured while idle is framed (held) now."""
         if not self.active:
             return
         with self.lock:
-            self._drain_locked()
+            self._collect_locked()
             idle = self._target
             self._target = _Target(exec_id, budget_bytes)
             self._target.dropped = idle.dropped
             self._emit_locked()
 
     def flush(self):
-        """Frames all text written so far; call before any rich frame."""
+        """Frames all text written so far; call right before sending any other frame."""
         if not self.active:
             return
         with self.lock:
-            self._drain_locked()
+            self._collect_locked()
             self._emit_locked()
 
     def end(self):
@@ -187,7 +194,7 @@ class Capture:
         if not self.active:
             return 0
         with self.lock:
-            self._drain_locked()
+            self._collect_locked()
             self._emit_locked()
             dropped = self._target.dropped
             self._target = _Target(None, self.idle_budget_bytes)
@@ -195,25 +202,74 @@ class Capture:
                 dec.reset()
             return dropped
 
+    # -- the side door of sys.stdout/sys.stderr (outstream.RawSink) --------------
+
+    def takes_direct(self):
+        """True when the stream is flushed by the thread collecting under self.lock."""
+        return self._owner == _thread.get_ident()
+
+    def take_direct(self, fd, data):
+        self._take_locked(fd, data)
+
     # -- internals -----------------------------------------------------------
 
-    def _drain_locked(self):
-        # Reads exactly what was in the pipes when called, so a flooding
-        # writer cannot keep the caller here forever.
+    def _collect_locked(self, streams=None):
+        """Reads what the pipes hold, then the text sys.stdout/sys.stderr buffer (written after it).
+
+        streams: those the flusher takes; None: all (the main thread, before a frame or `done`).
+        """
+        done = list(self.pipe_writes_done)
+        ready = {r for r, _ in self._drain_poll.poll(0)}
         for fd, r in self.read_fds.items():
+            if r in ready:
+                self._read_locked(r)
+            else:
+                self._drained[fd] = done[fd]
+        for stream in (self.stdout, self.stderr) if streams is None else streams:
+            if stream is None or not stream._armed or stream.closed:
+                continue
+            sink = stream.buffer
+            if not self._is_pipe(sink.fd):
+                if streams is None:
+                    self._flush(stream)  # to wherever user code pointed the fd
+                continue
+            # Taken directly only if none of the stream's bytes is in the pipe or on its way
+            # there; otherwise its writer or a later turn takes it (never out of order).
+            if not sink.lock.acquire(False):
+                continue
             try:
-                n = _pending_bytes(r)
-            except OSError:
-                n = READ_CHUNK_BYTES
-            while n > 0:
-                try:
-                    data = os.read(r, min(n, READ_CHUNK_BYTES))
-                except (BlockingIOError, InterruptedError):
-                    break
-                if not data:
-                    break
-                n -= len(data)
-                self._take_locked(fd, data)
+                if self._drained[sink.fd] == self.pipe_writes_done[sink.fd]:
+                    self._owner = _thread.get_ident()
+                    self._flush(stream)
+            finally:
+                self._owner = None
+                sink.lock.release()
+
+    @staticmethod
+    def _flush(stream):
+        try:
+            stream.flush()
+        except Exception:
+            pass  # closed by user code; repaired before the next execution
+
+    def _read_locked(self, r):
+        # At most what a full pipe holds, so a flooding writer cannot keep the caller here forever.
+        fd = STREAM_FDS[r == self.read_fds[2]]
+        total = 0
+        while total < PIPE_SIZE_BYTES:
+            done = self.pipe_writes_done[fd]
+            try:
+                data = os.read(r, READ_CHUNK_BYTES)
+            except (BlockingIOError, InterruptedError):
+                self._drained[fd] = done
+                return
+            if not data:
+                return
+            total += len(data)
+            self._take_locked(fd, data)
+            if len(data) < READ_CHUNK_BYTES:
+                self._drained[fd] = done  # the pipe was empty at that instant
+                return
 
     def _take_locked(self, fd, data):
         target = self._target
@@ -233,43 +289,16 @@ class Capture:
         else:
             self._pending.append([name, text])
         self._pending_bytes += len(keep)
-        if self._pending_since is None:
-            self._pending_since = time.monotonic()
         if self._pending_bytes >= MAX_FRAME_TEXT_BYTES and target.exec_id is not None:
             self._emit_locked()
 
     def _emit_locked(self):
+        """Frames the pending text, held: the caller writes it with what follows, or arms."""
         exec_id = self._target.exec_id
         if exec_id is None or not self._pending:
             return  # idle text waits for the next execution
         for name, text in self._pending:
-            self.channel.send("stream", exec_id=exec_id, name=name, text=text)
+            self.channel.put({"v": PROTOCOL_VERSION, "type": "stream", "exec_id": exec_id,
+                              "name": name, "text": text}, hold=True)
         self._pending = []
         self._pending_bytes = 0
-        self._pending_since = None
-
-    def _loop(self):
-        poller = select.poll()
-        for r in self.read_fds.values():
-            poller.register(r, select.POLLIN)
-        fd_of = {r: fd for fd, r in self.read_fds.items()}
-        while True:
-            timeout_ms = None
-            since = self._pending_since
-            if since is not None and self._target.exec_id is not None:
-                timeout_ms = max(0.0, (since + COALESCE_S - time.monotonic()) * 1000.0)
-            try:
-                events = poller.poll(timeout_ms)
-            except InterruptedError:
-                continue
-            with self.lock:
-                for r, _ in events:
-                    try:
-                        data = os.read(r, READ_CHUNK_BYTES)
-                    except (BlockingIOError, InterruptedError):
-                        continue
-                    if data:
-                        self._take_locked(fd_of[r], data)
-                since = self._pending_since
-                if since is not None and time.monotonic() - since >= COALESCE_S:
-                    self._emit_locked()

@@ -1,15 +1,15 @@
 """Rich display: IPython-style mime bundles and matplotlib figures.
 
 matplotlib is never imported by the REPL itself (it costs time); an import
-hook patches `pyplot.show` when user code imports pyplot, and open figures
-are rendered to PNG and closed at the end of every execution.
+hook (hooks.py) patches `pyplot.show` when user code imports pyplot, and open
+figures are rendered to PNG and closed at the end of every execution. Nothing
+heavy (pprint, base64) is imported before a value needs it.
 """
 
-import base64
-import importlib.abc
-import importlib.machinery
-import pprint
 import sys
+from binascii import b2a_base64
+
+from . import hooks
 
 # (method, mime) in IPython's formatter order.
 _REPR_METHODS = (
@@ -43,6 +43,7 @@ def plain_text(obj):
     """text/plain like IPython: pretty-printed builtin containers, repr otherwise."""
     text = repr(obj)
     if type(obj) in _PPRINT_TYPES and 79 < len(text) <= 200_000:
+        import pprint
         return pprint.pformat(obj, width=79, sort_dicts=False)
     return text
 
@@ -93,7 +94,7 @@ def mime_bundle(obj):
     for mime in BINARY_MIMES:
         value = data.get(mime)
         if isinstance(value, (bytes, bytearray, memoryview)):
-            data[mime] = base64.b64encode(bytes(value)).decode("ascii")
+            data[mime] = b64encode(value)
     for mime, value in list(data.items()):
         if mime not in BINARY_MIMES and isinstance(value, (bytes, bytearray)):
             data[mime] = bytes(value).decode("utf-8", "replace")
@@ -138,32 +139,14 @@ def _show(*args, **kwargs):
         _Display.show_figures(open_figures())
 
 
-class _PyplotHook(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Patches matplotlib.pyplot.show right after pyplot is first imported."""
+def b64encode(data):
+    """base64.b64encode(data) as str, without importing base64."""
+    return b2a_base64(data, newline=False).decode("ascii")
 
-    def find_spec(self, fullname, path, target=None):
-        if fullname != "matplotlib.pyplot":
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
-        if spec is None or spec.loader is None:
-            return None
-        self._inner = spec.loader
-        spec.loader = self
-        return spec
 
-    def create_module(self, spec):
-        return self._inner.create_module(spec)
-
-    def exec_module(self, module):
-        self._inner.exec_module(module)
-        module.show = _show
-
-    def __getattr__(self, name):
-        # get_source, get_filename, ... answered by the real loader.
-        if name == "_inner":
-            raise AttributeError(name)
-        return getattr(self._inner, name)
+def _patch_pyplot(pyplot):
+    pyplot.show = _show
 
 
 def install_pyplot_hook():
-    sys.meta_path.insert(0, _PyplotHook())
+    hooks.install(_patch_pyplot)

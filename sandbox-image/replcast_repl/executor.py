@@ -2,43 +2,38 @@
 
 Each execution emits: status(running), then stream/result/display/error/
 final/llm_request frames in order, then limit frames (if anything was
-dropped), then exactly one done.
+dropped), then exactly one done. Modules only some cells need (asyncio,
+traceback, the ast helpers) are imported when one does.
 """
 
-import ast
-import asyncio
-import base64
-import inspect
-import linecache
-import os
-import queue
-import sys
-import threading
+import _thread
 import time
-import traceback
+from _queue import SimpleQueue
 
 from . import display
+from .hooks import register_cell
 from .jobs import ExecContext, StreamJob
 from .no_stdin import repair_stdin
-from .protocol import log
+from .outputs import OutputFrames
+from .channel import log
 from .source import StatementSplitter, dedent_cell, ends_with_semicolon
 
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
-_ASYNCIO_DIR = os.path.dirname(os.path.abspath(asyncio.__file__))
-_COMPILE_FLAGS = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+_ONLY_AST = 0x400              # ast.PyCF_ONLY_AST
+_COMPILE_FLAGS = 0x2000        # ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+_CO_COROUTINE = 0x80           # inspect.CO_COROUTINE: a cell with top-level await
 
 
-class Executor:
+class Executor(OutputFrames):
     def __init__(self, channel, capture, gate, namespace, limits):
         self.channel = channel
         self.limits = limits
         self.capture = capture
         self.gate = gate
         self.ns = namespace
-        self.jobs = queue.SimpleQueue()
+        self.jobs = SimpleQueue()
         self.count = 0
         self.current = None          # ExecContext of the running execution
-        self._state_lock = threading.Lock()
+        self._state_lock = _thread.allocate_lock()
         self._waiting_job = None     # StreamJob waiting for chunks
         self._loop = None
         self.shell = None            # shell.Shell, set by the server: runs bash executions
@@ -78,8 +73,11 @@ class Executor:
         self._repair()
         with self._state_lock:
             self.current = ctx
-        self.channel.send("status", exec_id=ctx.exec_id, state="running")
+        # Held with the idle text that follows it: written with the first output, the `done`,
+        # or by the flusher as soon as the code yields.
+        self.channel.put({"v": 1, "type": "status", "exec_id": ctx.exec_id, "state": "running"}, hold=True)
         self.capture.begin(ctx.exec_id, ctx.max_stream)
+        self.capture.arm()
         exit_code = None
         try:
             if isinstance(job, StreamJob):
@@ -95,6 +93,7 @@ class Executor:
             status = "interrupted"
             self._send_error(ctx, "KeyboardInterrupt", "", ["KeyboardInterrupt"])
         except BaseException as exc:  # a REPL bug must still end the execution
+            import traceback
             log("internal error: %s" % "".join(traceback.format_exception(exc)))
             status = "error"
             self._send_error(ctx, "InternalError", repr(exc), ["replcast REPL internal error: %r" % exc])
@@ -128,20 +127,22 @@ class Executor:
         return status
 
     def _finish(self, ctx, status, exit_code=None):
-        self._repair()
+        # The last output, the limits and `done` go out in one write; the repairs (system
+        # calls, during which the flusher could write the output alone) wait until after it.
         self.capture.flush_user_buffers()
         stream_dropped = self.capture.end() + ctx.text_dropped
         with self._state_lock:
             self.current = None
             self.gate.cancel()
-        if stream_dropped:
-            self.channel.send("limit", exec_id=ctx.exec_id, what="stream_bytes", dropped_bytes=stream_dropped)
-        if ctx.image_dropped:
-            self.channel.send("limit", exec_id=ctx.exec_id, what="image_bytes", dropped_bytes=ctx.image_dropped)
+        for what, dropped in (("stream_bytes", stream_dropped), ("image_bytes", ctx.image_dropped)):
+            if dropped:
+                self.channel.put({"v": 1, "type": "limit", "exec_id": ctx.exec_id, "what": what,
+                                  "dropped_bytes": dropped}, hold=True)
         duration_ms = int(round((time.monotonic() - ctx.started) * 1000))
         extra = {} if exit_code is None else {"exit_code": exit_code}
         self.channel.send("done", exec_id=ctx.exec_id, status=status,
                           execution_count=ctx.count, duration_ms=duration_ms, **extra)
+        self._repair()
 
     def _repair(self):
         """Undoes what user code may have broken: fds, sys streams, SIGINT handler."""
@@ -157,19 +158,20 @@ class Executor:
 
     def _run_cell(self, ctx, code, display_last, filename, first_lineno=1, cache_text=None):
         """Runs one cell (or one streamed piece). Returns ok|error|interrupted."""
-        linecache.cache[filename] = (len(cache_text or code), None,
-                                     (cache_text or code).splitlines(True), filename)
+        import _ast  # the AST node types cost memory: created by the first execution
+        register_cell(filename, cache_text or code)
         try:
-            tree = ast.parse(code, filename, "exec")
+            tree = compile(code, filename, "exec", _ONLY_AST)  # ast.parse, without importing ast
             if first_lineno != 1:
+                import ast
                 ast.increment_lineno(tree, first_lineno - 1)
             nodes = tree.body
             last = None
-            if display_last and nodes and isinstance(nodes[-1], ast.Expr) \
+            if display_last and nodes and isinstance(nodes[-1], _ast.Expr) \
                     and not ends_with_semicolon(code):
                 last = nodes.pop()
-            body = compile(ast.Module(nodes, type_ignores=[]), filename, "exec", _COMPILE_FLAGS) if nodes else None
-            expr = compile(ast.Expression(last.value), filename, "eval", _COMPILE_FLAGS) if last else None
+            body = compile(_ast.Module(nodes, type_ignores=[]), filename, "exec", _COMPILE_FLAGS) if nodes else None
+            expr = compile(_ast.Expression(last.value), filename, "eval", _COMPILE_FLAGS) if last else None
         except (SyntaxError, ValueError) as exc:
             if isinstance(exc, SyntaxError) and first_lineno != 1 and exc.lineno is not None \
                     and exc.filename == filename:
@@ -190,7 +192,7 @@ class Executor:
 
     def _run_code(self, code):
         with self.gate.user_code():
-            if code.co_flags & inspect.CO_COROUTINE:
+            if code.co_flags & _CO_COROUTINE:
                 return self._run_coroutine(eval(code, self.ns))
             return eval(code, self.ns)
 
@@ -210,6 +212,7 @@ class Executor:
     def _event_loop(self):
         # One persistent loop, as in IPython: tasks created by one cell keep
         # running whenever a later cell awaits.
+        import asyncio
         if self._loop is None or self._loop.is_closed():
             self._loop = asyncio.new_event_loop()
         asyncio.set_event_loop(self._loop)
@@ -238,6 +241,7 @@ class Executor:
                 # goes out now instead of after the coalescing delay.
                 self.capture.flush_user_buffers()
                 self.capture.flush()
+                self.channel.write_held()
             try:
                 kind, text = job.inbox.get()
             finally:
@@ -259,98 +263,3 @@ class Executor:
             else:  # end
                 source, first = splitter.finish()
                 return self._run_cell(ctx, source, job.display_last, filename, first, splitter.text)
-
-    # -- output frames ---------------------------------------------------------------
-
-    def _show_result(self, ctx, value):
-        with self.gate.user_code():  # user __repr__s: interruptible, errors reported
-            data, _metadata = display.mime_bundle(value)
-        fig_cls = display._figure_class()
-        if fig_cls is not None and isinstance(value, fig_cls):
-            display.close_figures([value])  # shown as the result; not again at the end
-        self.ns["___"] = self.ns.get("__")
-        self.ns["__"] = self.ns.get("_")
-        self.ns["_"] = value
-        data = self._cap_bundle(ctx, data)
-        with self.gate.masked():
-            self.capture.flush()
-            self.channel.send("result", exec_id=ctx.exec_id, execution_count=ctx.count, data=data)
-
-    def display(self, obj, metadata=None):
-        """display(obj) from user code: a display frame with obj's mime bundle."""
-        ctx = self.current
-        data, md = display.mime_bundle(obj)
-        if metadata:
-            md.update(metadata)
-        self._send_display(ctx, data, md)
-
-    def _show_figures(self, figs):
-        ctx = self.current
-        for fig in figs:
-            data = {"image/png": base64.b64encode(display.figure_png(fig)).decode("ascii"),
-                    "text/plain": repr(fig)}
-            self._send_display(ctx, data, {})
-        display.close_figures(figs)
-
-    def _send_display(self, ctx, data, metadata):
-        if ctx is None:
-            return  # no execution to attach it to (a thread after done)
-        data = self._cap_bundle(ctx, data)
-        with self.gate.masked():
-            self.capture.flush()
-            self.channel.send("display", exec_id=ctx.exec_id, data=data, metadata=metadata)
-
-    def _cap_bundle(self, ctx, data):
-        out = {}
-        for mime, value in data.items():
-            if mime in display.BINARY_MIMES and isinstance(value, str):
-                raw_size = len(value) * 3 // 4 - value[-2:].count("=")  # decoded size: padding is no data
-                if raw_size > ctx.max_image:
-                    ctx.image_dropped += raw_size
-                    continue
-            elif isinstance(value, str):
-                encoded = value.encode("utf-8", "replace")
-                if len(encoded) > ctx.max_text:
-                    ctx.text_dropped += len(encoded) - ctx.max_text
-                    value = encoded[:ctx.max_text].decode("utf-8", "ignore")
-            out[mime] = value
-        if not out:
-            out["text/plain"] = ""
-        return out
-
-    def send_final(self, ctx, value):
-        with self.gate.masked():
-            self.capture.flush()
-            ctx.final_sent = True
-            self.channel.send("final", exec_id=ctx.exec_id, value=value)
-
-    def _report(self, ctx, exc):
-        """Sends the error frame for exc; returns the execution status it implies."""
-        if isinstance(exc, SyntaxError):
-            lines = traceback.format_exception_only(type(exc), exc)
-        elif isinstance(exc, SystemExit):
-            lines = traceback.format_exception_only(type(exc), exc)
-        else:
-            tb = exc.__traceback__
-            while tb is not None and _is_internal(tb.tb_frame.f_code.co_filename):
-                tb = tb.tb_next
-            lines = traceback.format_exception(type(exc), exc, tb)
-        tb_lines = [line.rstrip("\n") for line in lines]
-        try:
-            evalue = str(exc)
-        except Exception:
-            evalue = "<exception str() failed>"
-        self._send_error(ctx, type(exc).__name__, evalue, tb_lines)
-        return "interrupted" if isinstance(exc, KeyboardInterrupt) else "error"
-
-    def _send_error(self, ctx, ename, evalue, tb_lines):
-        try:
-            self.capture.flush_user_buffers()
-            self.capture.flush()
-        except Exception:
-            pass
-        self.channel.send("error", exec_id=ctx.exec_id, ename=ename, evalue=evalue, traceback=tb_lines)
-
-
-def _is_internal(filename):
-    return filename.startswith(_PACKAGE_DIR) or filename.startswith(_ASYNCIO_DIR)

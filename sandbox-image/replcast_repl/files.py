@@ -10,17 +10,10 @@ import errno
 import os
 import stat
 
+from .protocol import ReplyError
+
 DEFAULT_GET_BYTES = 1024 * 1024
 MAX_LIST_ENTRIES = 10000
-
-
-class ReplyError(Exception):
-    """Becomes an ok:false reply with error {code, message}."""
-
-    def __init__(self, code, message):
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 def _os_error(exc, path):

@@ -1,9 +1,9 @@
 """Helpers injected into the user namespace: llm_query, llm_batch, FINAL,
 FINAL_VAR, the `answer` dict, display, and the LLMError exception."""
 
+import _thread
 import itertools
-import json
-import threading
+from _json import encode_basestring_ascii
 
 
 class LLMError(Exception):
@@ -17,6 +17,7 @@ class _Pending:
     __slots__ = ("event", "frame")
 
     def __init__(self):
+        import threading  # not needed before the first llm_query
         self.event = threading.Event()
         self.frame = None
 
@@ -28,7 +29,8 @@ class Helpers:
         self.executor = executor
         self.gate = gate
         self._ids = itertools.count(1)
-        self._lock = threading.Lock()
+        self._lock = _thread.allocate_lock()
+        self._main_ident = _thread.get_ident()  # constructed on the main thread
         self._pending = {}
         self._closed = False
         self._main_wait = None   # the _Pending the main thread is blocked on
@@ -86,7 +88,7 @@ class Helpers:
         for i, p in enumerate(prompts):
             if len(p) > max_chars:
                 raise LLMError("prompt %d has %d characters; the maximum is %d (pass a slice, or summarise in parts)" % (i, len(p), max_chars))
-        if sum(len(json.dumps(p)) for p in prompts) > max_bytes:
+        if sum(len(encode_basestring_ascii(p)) for p in prompts) > max_bytes:
             raise LLMError("the prompts together are too large to send (more than %d bytes encoded); send fewer or shorter ones" % max_bytes)
         pending = _Pending()
         with self.gate.masked():
@@ -98,7 +100,7 @@ class Helpers:
             self.executor.capture.flush()
             self.channel.send("llm_request", id=request_id, exec_id=ctx.exec_id,
                               prompts=prompts, model=model)
-        on_main = threading.current_thread() is threading.main_thread()
+        on_main = _thread.get_ident() == self._main_ident
         if on_main:
             self._main_wait = pending
         try:

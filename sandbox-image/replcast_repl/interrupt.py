@@ -12,10 +12,10 @@ every RETRY_INTERVAL_S until it is delivered or the execution ends (only while
 the REPL's own handler is installed: user handlers are not signalled twice).
 """
 
+import _signal as signal  # the C module: `signal` would import enum at start
+import _thread
 import contextlib
 import os
-import signal
-import threading
 import time
 
 RETRY_INTERVAL_S = 0.1
@@ -25,7 +25,7 @@ RETRY_LIMIT = 50
 class InterruptGate:
     def __init__(self):
         self._pid = os.getpid()
-        self._main_ident = threading.main_thread().ident
+        self._main_ident = _thread.get_ident()  # constructed on the main thread
         self.enabled = False
         self._masked = 0
         self._pending = False
@@ -55,7 +55,7 @@ class InterruptGate:
         token = object()
         self._request = token
         signal.pthread_kill(self._main_ident, signal.SIGINT)
-        threading.Thread(target=self._retry, args=(token,), name="replcast-interrupt", daemon=True).start()
+        _thread.start_new_thread(self._retry, (token,))
 
     def _retry(self, token):
         for _ in range(RETRY_LIMIT):
@@ -99,7 +99,7 @@ class InterruptGate:
     @contextlib.contextmanager
     def masked(self):
         """Defers interrupts during helper bookkeeping called from user code."""
-        if threading.get_ident() != self._main_ident:
+        if _thread.get_ident() != self._main_ident:
             yield  # signals only ever reach the main thread
             return
         self._masked += 1

@@ -1,8 +1,8 @@
 """What the executor runs: a job (an execute or a streamed execution, as the host asked for it) and
 the context of the execution running it (its count, caps and what was dropped)."""
 
-import queue
 import time
+from _queue import SimpleQueue
 
 
 class ExecuteJob:
@@ -20,7 +20,7 @@ class StreamJob(ExecuteJob):
 
     def __init__(self, exec_id, display_last, max_stream, max_image):
         super().__init__(exec_id, None, display_last, max_stream, max_image)
-        self.inbox = queue.SimpleQueue()
+        self.inbox = SimpleQueue()
         self.finished = False
 
 

@@ -1,44 +1,30 @@
 """Wires the REPL together and dispatches host frames.
 
 Threads: main (executions, so signals reach user code), stdin reader
-(dispatch; never blocks on user code), control worker (set_var and the file
-frames, in arrival order), capture reader, frame writer.
+(dispatch; never blocks on user code), capture (the pipes, and the channel's
+flusher), and the control worker (set_var and the file frames, in arrival
+order), started by the first such frame. An idle session costs little memory:
+what only some executions need (files, bash, asyncio, ...) is imported then.
 """
 
+import _thread
 import builtins
 import os
-import queue
-import shutil
 import sys
-import threading
-import types
+from _queue import SimpleQueue
 
 from . import display, protocol
 from .capture import Capture
 from .executor import Executor
-from .files import ReplyError, Workspace
 from .helpers import Helpers, install
 from .interrupt import InterruptGate
 from .jobs import ExecuteJob, StreamJob
 from .limits import Limits
 from .no_stdin import repair_stdin
-from .protocol import Channel, log, parse_frame
-from .shell import Shell
+from .channel import Channel, log
+from .protocol import ReplyError, parse_frame
 
 CONTROL_TYPES = frozenset(("set_var", "file_put", "file_get", "file_list"))
-
-
-def _seed_matplotlib_cache():
-    """Copies the font cache baked at build time into the writable MPLCONFIGDIR."""
-    seed = os.environ.get("REPLCAST_MPL_SEED")
-    target = os.environ.get("MPLCONFIGDIR")
-    if not seed or not target or not os.path.isdir(seed):
-        return
-    try:
-        if not os.path.isdir(target) or not os.listdir(target):
-            shutil.copytree(seed, target, dirs_exist_ok=True)
-    except OSError as exc:
-        log("matplotlib cache not seeded: %s" % exc)
 
 
 class Server:
@@ -55,7 +41,7 @@ class Server:
         self.max_image = self.limits.max_image_bytes
         self.capture = Capture(self.channel, idle_budget_bytes=self.max_stream)
         self.gate = InterruptGate()
-        main = types.ModuleType("__main__")
+        main = type(sys)("__main__")
         main.__dict__["__builtins__"] = builtins
         self.ns = main.__dict__
         # Functions defined in cells pickle by reference to __main__
@@ -65,22 +51,19 @@ class Server:
         self.helpers = Helpers(self.channel, self.executor, self.gate, self.limits)
         install(self.ns, self.helpers, self.executor)
         self.executor.on_interrupt = self.helpers.interrupt_wait
-        self.workspace = Workspace(os.environ.get("REPLCAST_WORKSPACE") or os.getcwd(), self.limits.file_chunk_bytes)
-        self.executor.shell = Shell(self.gate, self.workspace.root)
-        self.control = queue.SimpleQueue()
+        self.workspace_root = os.path.realpath(os.environ.get("REPLCAST_WORKSPACE") or os.getcwd())
+        self.executor.shell = _LazyShell(self.gate, self.workspace_root)
+        self.control = None         # SimpleQueue of the control worker, once started
         self.streams = {}           # exec_id -> StreamJob
         self._stdin_closed = False
 
     def run(self):
-        _seed_matplotlib_cache()
         display.install_pyplot_hook()
-        self.channel.start()
         self.capture.install()
         self.gate.install()
         repair_stdin()
         self.channel.send("ready", **protocol.ready_fields(self.limits))
-        threading.Thread(target=self._control_loop, name="replcast-control", daemon=True).start()
-        threading.Thread(target=self._read_loop, name="replcast-reader", daemon=True).start()
+        _thread.start_new_thread(self._read_loop, ())
         self.executor.run_forever()
         self._exit(0)
 
@@ -139,6 +122,9 @@ class Server:
             return
         handler = getattr(self, "_on_" + kind, None)
         if kind in CONTROL_TYPES:
+            if self.control is None:
+                self.control = SimpleQueue()
+                _thread.start_new_thread(self._control_loop, ())
             self.control.put(frame)
         elif handler is not None:
             handler(frame)
@@ -209,11 +195,13 @@ class Server:
     # -- control worker ------------------------------------------------------------
 
     def _control_loop(self):
+        from .files import Workspace
+        workspace = Workspace(self.workspace_root, self.limits.file_chunk_bytes)
         handlers = {
             "set_var": self._set_var,
-            "file_put": self.workspace.put,
-            "file_get": self.workspace.get,
-            "file_list": self.workspace.list,
+            "file_put": workspace.put,
+            "file_get": workspace.get,
+            "file_list": workspace.list,
         }
         while True:
             frame = self.control.get()
@@ -242,5 +230,28 @@ class Server:
         return {}
 
 
+def _raise_malloc_thresholds():
+    """glibc returns freed memory over 128 KiB at a heap's top to the kernel at once, so output
+    streaming through 64 KiB buffers page-faults its way through fresh memory all the time.
+    Freeing one mmap'd 1 MiB block raises the thresholds (mmap 1 MiB, trim 2 MiB), as any
+    program that once freed such a buffer has them; nothing stays allocated."""
+    bytearray(1 << 20)
+
+
 def main():
+    _raise_malloc_thresholds()
     Server().run()
+
+
+class _LazyShell:
+    """shell.Shell (and subprocess) imported by the first bash execution."""
+
+    def __init__(self, gate, workdir):
+        self._args = (gate, workdir)
+        self._shell = None
+
+    def run(self, code):
+        if self._shell is None:
+            from .shell import Shell
+            self._shell = Shell(*self._args)
+        return self._shell.run(code)

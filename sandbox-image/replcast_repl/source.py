@@ -1,21 +1,28 @@
 """Source-text analysis: completeness, IPython's leading-indent removal, the
-trailing `;`, and the statement splitter behind streamed execution."""
+trailing `;`, and the statement splitter behind streamed execution.
 
-import ast
-import io
-import re
-import tokenize
-import warnings
-from codeop import PyCF_ALLOW_INCOMPLETE_INPUT, PyCF_DONT_IMPLY_DEDENT
+What a plain cell needs (dedent_cell, ends_with_semicolon) imports nothing;
+re, tokenize, ast and codeop are imported by streamed executions and by cells
+whose `;` needs a tokenizer to tell.
+"""
 
 CONTINUATION_WORDS = frozenset(("else", "elif", "except", "finally"))
-_FENCE = re.compile(r"^\s*```[\w+.-]*\s*$")
-_WORD = re.compile(r"\w+")
-_INDENT = re.compile(r"[ \t]+")
+_PATTERNS = None  # (fence, word) regular expressions, compiled on first use
+
+
+def _patterns():
+    global _PATTERNS
+    if _PATTERNS is None:
+        import re
+        _PATTERNS = (re.compile(r"^\s*```[\w+.-]*\s*$"), re.compile(r"\w+"))
+    return _PATTERNS
 
 
 def classify(source):
     """'complete' | 'incomplete' | 'invalid' for a block of statements."""
+    import ast
+    import warnings
+    from codeop import PyCF_ALLOW_INCOMPLETE_INPUT, PyCF_DONT_IMPLY_DEDENT
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -42,8 +49,7 @@ def _code_indent(line):
     """The leading spaces/tabs of a line of code; None for a blank or comment line."""
     if not _is_code(line):
         return None
-    m = _INDENT.match(line)
-    return m.group(0) if m else ""
+    return line[:len(line) - len(line.lstrip(" \t"))]
 
 
 def dedent_cell(source):
@@ -66,6 +72,10 @@ def dedent_cell(source):
 
 def ends_with_semicolon(source):
     """True if the last meaningful token of the cell is ';' (IPython suppresses output)."""
+    if ";" not in source:
+        return False
+    import io
+    import tokenize
     last = None
     try:
         for tok in tokenize.generate_tokens(io.StringIO(source).readline):
@@ -79,7 +89,7 @@ def ends_with_semicolon(source):
 
 
 def is_fence(line):
-    return bool(_FENCE.match(line))
+    return bool(_patterns()[0].match(line))
 
 
 def _is_code(line):
@@ -93,7 +103,7 @@ def _starts_statement(line, complete_line):
         return False
     if line[0] == "`":
         return False  # maybe a markdown fence still arriving
-    m = _WORD.match(line)
+    m = _patterns()[1].match(line)
     if m is None:
         return True
     if m.end() == len(line.rstrip("\r\n")) and not complete_line:

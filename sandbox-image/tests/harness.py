@@ -10,6 +10,7 @@ test/sandbox-image.test.ts derives from the API's containerConfig().
 """
 
 import base64
+import io
 import itertools
 import json
 import os
@@ -110,7 +111,10 @@ class Repl:
 
     def _read(self):
         last_seq = 0
-        for line in iter(self.proc.stdout.readline, b""):
+        # Buffered: readline on the raw pipe would read one byte per system call (slow for MBs
+        # of output, very slow under gVisor); a buffered read still returns each line as it comes.
+        out = io.BufferedReader(self.proc.stdout, 1 << 16)
+        for line in iter(out.readline, b""):
             now = time.monotonic()
             try:
                 text = line.decode("ascii")
@@ -216,6 +220,10 @@ class Repl:
                 except subprocess.TimeoutExpired:
                     self.proc.kill()
                     self.proc.wait(10)
+            # The readers see EOF once the process is gone; closing their pipes under them
+            # would make them fail (EBADF) instead.
+            self._reader.join(10)
+            self._err_reader.join(10)
         finally:
             for stream in (self.proc.stdout, self.proc.stderr):
                 try:

@@ -1,10 +1,11 @@
 // Bearer-key authentication (keys kept and compared as SHA-256 hashes, in constant time)
-// and the per-tenant request rate limit, counted in Redis so it holds across instances.
+// and the per-tenant request rate limit (rate-limit.ts: counted here, reconciled with Redis).
 import { timingSafeEqual } from 'node:crypto'
 import type { FastifyRequest } from 'fastify'
 import { hashApiKey, type Config } from '../config.js'
 import { AppError } from '../errors.js'
 import type { RedisStore } from '../store/redis-store.js'
+import type { RateLimiter } from './rate-limit.js'
 import { streamTokenSecret, verifyStreamToken } from './stream-token.js'
 
 declare module 'fastify' {
@@ -32,7 +33,13 @@ export function isAuthenticatedRoute(routeUrl: string | undefined): boolean {
 }
 
 /** `passedOn`: a request another instance passed on, already counted against the tenant's rate there. */
-export function authenticate(config: Config, store: RedisStore, passedOn: (request: FastifyRequest) => boolean = () => false) {
+export function authenticate(
+  config: Config,
+  store: RedisStore,
+  rate: RateLimiter,
+  passedOn: (request: FastifyRequest) => boolean = () => false,
+  now: () => number = Date.now,
+) {
   const secret = streamTokenSecret(store)
   return async (request: FastifyRequest): Promise<void> => {
     const header = request.headers.authorization ?? ''
@@ -50,9 +57,9 @@ export function authenticate(config: Config, store: RedisStore, passedOn: (reque
     request.tenant = tenant
     request.log = request.log.child({ tenant })
     if (passedOn(request)) return
-    const { count, resetMs } = await store.countRequest(tenant, Date.now())
     const perMinute = config.tenantLimits.for(tenant).rate_per_min
-    if (count > perMinute) {
+    const { ok, resetMs } = await rate.take(tenant, perMinute, now())
+    if (!ok) {
       throw new AppError('rate_limited', `more than ${perMinute} requests this minute`, { headers: { 'retry-after': String(Math.ceil(resetMs / 1000)) } })
     }
   }

@@ -4,6 +4,9 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import { untilAborted } from '../abort.js'
 import type { LoggedEvent } from '../store/redis-store.js'
 
+/** Why a stream's follow stops (made once: an abort without a reason builds a DOMException each time). */
+const CLOSED = new Error('the SSE stream closed')
+
 export class SseStreams {
   private readonly open = new Set<{ ac: AbortController; reply: FastifyReply }>()
   private shuttingDown = false
@@ -21,13 +24,25 @@ export class SseStreams {
     const ac = new AbortController()
     const entry = { ac, reply }
     this.open.add(entry)
-    const abort = () => ac.abort()
+    const abort = () => ac.abort(CLOSED)
     reply.raw.on('close', abort)
     sse.onClose(abort)
+    // Events sent in one turn of the event loop (output and the `done` after it, then the end of the
+    // response) leave in one write: one TCP segment for the client, or for the instance relaying it.
+    let corked = false
+    const uncork = () => {
+      corked = false
+      reply.raw.socket?.uncork()
+    }
     try {
       if (this.shuttingDown) return
       await follow(async (e) => {
         const { id, type, seq: _seq, pos: _pos, ...payload } = e
+        if (!corked && reply.raw.socket) {
+          corked = true
+          reply.raw.socket.cork()
+          process.nextTick(uncork)
+        }
         await untilAborted(sse.send({ id, event: type, data: { type, ...payload } }), ac.signal)
       }, ac.signal)
     } finally {

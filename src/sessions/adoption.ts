@@ -84,6 +84,13 @@ export class Adoption {
     return live
   }
 
+  /** The session when this instance is attached to it with its sandbox ready (no create or adoption under way); else undefined. */
+  attached(sid: string): LiveSession | undefined {
+    if (this.starting.has(sid) || this.pending.has(sid)) return undefined
+    const live = this.deps.registry.get(sid)
+    return live?.state === 'attached' ? live : undefined
+  }
+
   /** This instance's attachment to the session: the existing one, one in progress, or a new adoption. Throws session_moving, session_dead, sandbox_failed. */
   ensureLocal(rec: SessionRecord): Promise<LiveSession> {
     const creating = this.starting.get(rec.id)

@@ -19,8 +19,8 @@ const BASE64_GROWTH = 1.4
 
 export interface ExecutionLogDeps {
   config: Config
-  store: Pick<RedisStore, 'appendEvent' | 'recordEnd'>
-  feed: Pick<EventFeed, 'notify'>
+  store: Pick<RedisStore, 'appendLive' | 'recordEnd'>
+  feed: Pick<EventFeed, 'deliver'>
   log: Logger
   metrics: Metrics
 }
@@ -36,9 +36,9 @@ export class ExecutionLog {
   append(live: LiveSession, ex: PendingExecution, event: EventPayload): void {
     const { logId, tag, observe } = ex.target
     if (observe && !observe(event)) return
-    // Refused (null) past the tenant's max_event_bytes: the log got a limit event instead.
-    this.deps.store.appendEvent(live.id, logId, { ...event, ...tag }, live.tenant).then(
-      () => this.deps.feed.notify(live.id, logId),
+    // Past the tenant's max_event_bytes it is refused; the log may have got a limit event instead.
+    this.deps.store.appendLive(live.id, logId, { ...event, ...tag }, live.tenant).then(
+      (added) => this.deps.feed.deliver(live.id, logId, added),
       (err: unknown) => this.deps.log.error({ err, sessionId: live.id, executionId: ex.id }, 'event append failed'),
     )
   }
@@ -101,12 +101,12 @@ export class ExecutionLog {
     metrics.executions.inc({ status })
     metrics.executionSeconds.observe(duration / 1000)
     try {
-      await retry(() => store.recordEnd(live.id, ex.id, live.tenant, done, fields, session), {
+      const added = await retry(() => store.recordEnd(live.id, ex.id, live.tenant, done, fields, session), {
         windowMs: this.deps.config.REDIS_RETRY_MS,
         retryable: isRedisUnavailable,
         onRetry: () => metrics.redisWriteRetries.inc(),
       })
-      if (done) this.deps.feed.notify(live.id, ex.id)
+      if (done) this.deps.feed.deliver(live.id, ex.id, added)
       return true
     } catch (err) {
       this.deps.log.error({ err, sessionId: live.id, executionId: ex.id }, 'could not record the end of an execution; letting the session go')

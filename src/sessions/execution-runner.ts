@@ -8,8 +8,8 @@ import type { DoneStatusT } from '../schemas.js'
 import type { SandboxDriver } from '../sandbox/driver.js'
 import type { ReplFrame } from '../repl/protocol.js'
 import type { EventFeed } from '../store/event-feed.js'
-import type { ExecutionRecord, RedisStore } from '../store/redis-store.js'
-import { countOf, frameToEvent, newPendingExecution, ownsLog, unrefTimer, type PendingExecution } from './execution.js'
+import type { Appended, ExecutionRecord, RedisStore } from '../store/redis-store.js'
+import { countOf, frameToEvent, newPendingExecution, ownsLog, queuedRecord, unrefTimer, type PendingExecution } from './execution.js'
 import { ExecutionLog } from './execution-log.js'
 import { executionFrames, framesToReplay, LiveOverlap } from './log-replay.js'
 import { SlotHolds } from './slot-hold.js'
@@ -21,13 +21,13 @@ import { retry } from '../retry.js'
 /** The parts of the store, feed and driver the runner uses (narrow, so unit tests can stand in for them). */
 export type RunnerStore = Pick<
   RedisStore,
-  'acquireRunningSlot' | 'releaseRunningSlot' | 'createExecution' | 'recordStart' | 'recordEnd' | 'appendEvent' | 'resumePoint'
+  'acquireRunningSlot' | 'releaseRunningSlot' | 'startExecution' | 'recordStart' | 'recordEnd' | 'appendLive' | 'resumePoint'
 >
 
 export interface RunnerDeps {
   config: Config
   store: RunnerStore
-  feed: Pick<EventFeed, 'notify'>
+  feed: Pick<EventFeed, 'notify' | 'deliver'>
   driver: Pick<SandboxDriver, 'kill' | 'readStdoutLog'>
   log: Logger
   metrics: Metrics
@@ -87,8 +87,12 @@ export class ExecutionRunner {
     return this.all(live).some((ex) => ex.id === eid)
   }
 
-  /** Records and queues an execution. Throws AppError queue_full, quota_exceeded, session_dead. */
-  async enqueue(live: LiveSession, ex: PendingExecution): Promise<void> {
+  /**
+   * Records and queues an execution, in one Redis round trip that also checks the session's record
+   * (there, the tenant's, not dead); resolves with what that added to its log (its `status` event).
+   * Throws AppError queue_full, quota_exceeded, session_dead, session_not_found.
+   */
+  async enqueue(live: LiveSession, ex: PendingExecution): Promise<Appended | null> {
     if (live.state !== 'attached') throw new AppError('session_dead', 'the session is going away')
     const w = live.work
     // Places are taken synchronously (reserved), so concurrent submits see each other.
@@ -103,38 +107,24 @@ export class ExecutionRunner {
     // The slot frees itself if nothing releases it: after this execution and the ones before it could all have timed out.
     const slotUntil = Date.now() + (ahead + 2) * (ex.timeoutMs + this.config.INTERRUPT_GRACE_MS)
     w.reserved++
-    let slot = false
+    let added: Appended | null = null
     try {
-      slot = await this.store.acquireRunningSlot(live.tenant, ex.id, maxRunning, slotUntil)
-      if (!slot)
-        throw new AppError('quota_exceeded', `tenant has ${maxRunning} executions queued or running (the maximum)`, { headers: { 'retry-after': '1' } })
       ex.announcedRunning = !busy
       const status = ownsLog(ex) ? { type: 'status', state: busy ? 'queued' : 'running', execution_id: ex.id } : null
-      await this.store.createExecution(
-        {
-          id: ex.id,
-          session_id: live.id,
-          tenant: live.tenant,
-          status: 'queued',
-          created_at: Date.now(),
-          started_at: null,
-          ended_at: null,
-          duration_ms: null,
-          execution_count: null,
-          kind: ex.kind,
-          code: ex.code,
-          ...(ex.language ? { language: ex.language } : {}),
-          timeout_ms: ex.timeoutMs,
-        },
-        status,
-      )
+      const started = await this.store.startExecution(queuedRecord(live, ex), status, { max: maxRunning, untilMs: slotUntil })
+      if (started.result === 'no_slot')
+        throw new AppError('quota_exceeded', `tenant has ${maxRunning} executions queued or running (the maximum)`, { headers: { 'retry-after': '1' } })
+      if (started.result === 'no_session') throw new AppError('session_not_found', `no session ${live.id}`)
+      if (started.result === 'dead') throw new AppError('session_dead', started.why || "the session's sandbox has died; restart it or create a new session")
+      if (started.result === 'started') added = started.added
     } catch (err) {
-      if (slot) await this.store.releaseRunningSlot(live.tenant, ex.id).catch(() => undefined)
+      // An error in the round trip itself may have left the slot taken.
+      if (!(err instanceof AppError)) await this.store.releaseRunningSlot(live.tenant, ex.id).catch(() => undefined)
       throw err
     } finally {
       w.reserved--
     }
-    if (ownsLog(ex)) this.deps.feed.notify(live.id, ex.id)
+    if (ownsLog(ex)) this.deps.feed.deliver(live.id, ex.id, added)
     this.deps.metrics.executionsQueued.inc()
     w.queue.push(ex)
     if (live.state !== 'attached') {
@@ -146,9 +136,10 @@ export class ExecutionRunner {
         traceback: [],
       })
       await this.finish(live, ex, 'killed')
-      return
+      return null
     }
     this.runNext(live)
+    return added
   }
 
   /** Starts the next queued execution when nothing runs. */
@@ -165,8 +156,8 @@ export class ExecutionRunner {
     const announce = ownsLog(ex) && !ex.announcedRunning
     ex.chain = this.store
       .recordStart(live.id, ex.id, ex.startedAt, announce ? { type: 'status', state: 'running', execution_id: ex.id } : null, deadline, live.tenant)
-      .then(() => {
-        if (announce) this.deps.feed.notify(live.id, ex.id)
+      .then((added) => {
+        if (announce) this.deps.feed.deliver(live.id, ex.id, added)
       })
       .catch((err: unknown) => this.log.error({ err, sessionId: live.id, executionId: ex.id }, 'could not record the start of an execution'))
     ex.timers.push(unrefTimer(ex.timeoutMs, () => this.interruptExecution(live, ex, 'timeout')))

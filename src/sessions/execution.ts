@@ -2,6 +2,8 @@
 // mapping of REPL frames to the API events they become.
 import type { DoneStatusT } from '../schemas.js'
 import type { ReplFrame } from '../repl/protocol.js'
+import type { ExecutionRecord } from '../store/redis-store.js'
+import type { LiveSession } from './live-session.js'
 
 export type EventPayload = { type: string; [k: string]: unknown }
 
@@ -96,6 +98,25 @@ export interface PendingExecution {
   onStart?: () => void
   /** At its end; `recorded`: its end is in Redis (false: Redis never took it, and the session is let go). */
   onDone?: (status: DoneStatusT, recorded: boolean) => void
+}
+
+/** The record of an execution as it is queued in `live`. */
+export function queuedRecord(live: Pick<LiveSession, 'id' | 'tenant'>, ex: PendingExecution): ExecutionRecord {
+  return {
+    id: ex.id,
+    session_id: live.id,
+    tenant: live.tenant,
+    status: 'queued',
+    created_at: Date.now(),
+    started_at: null,
+    ended_at: null,
+    duration_ms: null,
+    execution_count: null,
+    kind: ex.kind,
+    code: ex.code,
+    ...(ex.language ? { language: ex.language } : {}),
+    timeout_ms: ex.timeoutMs,
+  }
 }
 
 export function newPendingExecution(

@@ -4,8 +4,8 @@
 import type { Config } from '../config.js'
 import { AppError } from '../errors.js'
 import type { DoneStatusT, ExecutionT } from '../schemas.js'
-import type { EventFeed } from '../store/event-feed.js'
-import type { ExecutionRecord, LoggedEvent, RedisStore } from '../store/redis-store.js'
+import { isAfter, type EventFeed } from '../store/event-feed.js'
+import type { Appended, ExecutionRecord, LoggedEvent, RedisStore } from '../store/redis-store.js'
 import { checkCeilings } from '../tenants.js'
 import type { Adoption } from './adoption.js'
 import type { DrivenLog, DrivenLogs } from './driven-logs.js'
@@ -22,13 +22,6 @@ export interface ExecutionRead {
   /** The execution with no events. */
   execution: ExecutionT
   pages: () => AsyncGenerator<ExecutionT['events']>
-}
-
-/** Whether stream id `a` comes after `b` ("ms-seq"). */
-function isAfter(a: string, b: string): boolean {
-  const [am = 0, as = 0] = a.split('-').map(Number)
-  const [bm = 0, bs = 0] = b.split('-').map(Number)
-  return am > bm || (am === bm && as > bs)
 }
 
 export interface ExecutionsDeps {
@@ -99,6 +92,8 @@ export class StreamedRun {
 export class Executions {
   /** Executions queued here until they end: whether their end was recorded (see waitForEnd). */
   private readonly ends = new Map<string, Promise<boolean>>()
+  /** What queueing logged first (the `status` event) of executions queued here until they end: a reader from the start needs no Redis read for it. */
+  private readonly firsts = new Map<string, Appended>()
 
   constructor(private readonly deps: ExecutionsDeps) {}
 
@@ -114,9 +109,12 @@ export class Executions {
     onDone?: (status: DoneStatusT) => void,
     language: 'python' | 'bash' = 'python',
   ): Promise<string> {
-    const { config, sessions } = this.deps
+    const { config, sessions, adoption } = this.deps
     checkCeilings(config.tenantLimits.for(tenant), { timeout_s: timeoutS })
-    return this.queue(await sessions.usable(await sessions.record(tenant, sid)), code, timeoutS, onDone, language)
+    // Held here: the record is not read first, queueing checks it in the same round trip (ExecutionRunner.enqueue).
+    const here = adoption.attached(sid)
+    const live = here?.tenant === tenant ? here : await sessions.usable(await sessions.record(tenant, sid))
+    return this.queue(live, code, timeoutS, onDone, language)
   }
 
   /**
@@ -151,13 +149,15 @@ export class Executions {
     const ended = new Promise<boolean>((resolve) => {
       ex.onDone = (status, recorded) => {
         this.ends.delete(ex.id)
+        this.firsts.delete(ex.id)
         resolve(recorded)
         onDone?.(status)
       }
     })
     this.ends.set(ex.id, ended)
     try {
-      await runner.enqueue(live, ex)
+      const first = await runner.enqueue(live, ex)
+      if (first && this.ends.has(ex.id)) this.firsts.set(ex.id, first)
     } catch (err) {
       this.ends.delete(ex.id)
       throw err
@@ -228,7 +228,8 @@ export class Executions {
 
   /** Streams an execution's events after `afterId` until its `done` (see EventFeed.follow). */
   follow(sid: string, eid: string, afterId: string, onEvent: (e: LoggedEvent) => Promise<void> | void, signal: AbortSignal): Promise<boolean> {
-    return this.deps.feed.follow(sid, eid, afterId, onEvent, signal, this.deps.registry.has(sid))
+    const seed = afterId === '' ? this.firsts.get(eid) : undefined
+    return this.deps.feed.follow(sid, eid, afterId, onEvent, signal, this.deps.registry.has(sid), seed)
   }
 
   /** How many events follow `afterId` (0 when it is the last). */

@@ -1,14 +1,41 @@
-// Wakes readers of execution event logs when new events arrive: at once for events
-// appended by this process, and through one XREAD BLOCK connection for events appended
-// by other API instances. Readers re-read the stream themselves, so a wake-up is only a hint.
+// Feeds readers of execution event logs. Events this process appended are handed over as they are
+// (deliver), once Redis has stored them, so a local reader needs no Redis read; a reader that joins
+// late, falls behind, or finds a gap reads the stream itself, woken at once for events appended
+// here and through one XREAD BLOCK connection for events appended by other API instances.
 import type { Redis } from 'ioredis'
 import type { Logger } from 'pino'
-import type { LoggedEvent, RedisStore } from './redis-store.js'
+import type { Appended, LoggedEvent, RedisStore } from './redis-store.js'
 
 const BLOCK_MS = 5000
+/** Events handed to one reader and not yet sent on: past this many bytes, it drops them and reads Redis instead (a slow client). */
+const PENDING_MAX_BYTES = 1024 * 1024
+
+interface Watcher {
+  /** Something was appended that the reader must read from Redis. */
+  wake(): void
+  /** Entries this process appended, in the order Redis stored them. */
+  deliver(a: Appended): void
+}
+
+/** Whether stream id `a` comes after `b` ("ms-seq"; '' before all). */
+export function isAfter(a: string, b: string): boolean {
+  if (b === '') return a !== ''
+  const [am = 0, as = 0] = a.split('-').map(Number)
+  const [bm = 0, bs = 0] = b.split('-').map(Number)
+  return am > bm || (am === bm && as > bs)
+}
+
+/** The entries of `a` after `last`, or null when `a` does not follow on from it (a gap: read Redis). */
+function followOn(a: Appended, last: string): LoggedEvent[] | null {
+  if (a.prev === last) return a.events
+  const i = a.events.findIndex((e) => e.id === last)
+  if (i >= 0) return a.events.slice(i + 1)
+  const newest = a.events.at(-1)
+  return newest && isAfter(newest.id, last) ? null : []
+}
 
 export class EventFeed {
-  private readonly watchers = new Map<string, Set<() => void>>()
+  private readonly watchers = new Map<string, Set<Watcher>>()
   /** Keys some reader follows whose events another instance appends: watched with XREAD. */
   private readonly remote = new Map<string, number>()
   private readonly seen = new Map<string, string>()
@@ -37,13 +64,20 @@ export class EventFeed {
     await this.loopDone
   }
 
-  /** Wakes every reader of this execution's log. */
+  /** Wakes every reader of this execution's log (to read it from Redis). */
   notify(sid: string, eid: string): void {
-    for (const cb of this.watchers.get(this.store.keys.events(sid, eid)) ?? []) cb()
+    for (const w of this.watchers.get(this.store.keys.events(sid, eid)) ?? []) w.wake()
   }
 
-  /** Local watchers are woken by notify() only; remote ones also by the XREAD loop. */
-  private watch(key: string, cb: () => void, remote: boolean): () => void {
+  /** Hands entries this process appended (null: nothing known) to every reader of the log. */
+  deliver(sid: string, eid: string, added: Appended | null): void {
+    if (!added) return this.notify(sid, eid)
+    if (added.events.length === 0) return
+    for (const w of this.watchers.get(this.store.keys.events(sid, eid)) ?? []) w.deliver(added)
+  }
+
+  /** Local watchers are woken by notify() and deliver() only; remote ones also by the XREAD loop. */
+  private watch(key: string, cb: Watcher, remote: boolean): () => void {
     let set = this.watchers.get(key)
     if (!set) this.watchers.set(key, (set = new Set()))
     set.add(cb)
@@ -72,7 +106,8 @@ export class EventFeed {
   /**
    * Calls `onEvent` for every event after `afterId`, in order and once each, until the `done`
    * event or until `signal` aborts. Resolves true when `done` was delivered. `local`: the events
-   * are appended by this process (no need to watch Redis for them).
+   * are appended by this process (no need to watch Redis for them). `seed`: the log's first entries,
+   * as this process appended them (a reader from the start then reads Redis only if something is missing).
    */
   async follow(
     sid: string,
@@ -81,15 +116,32 @@ export class EventFeed {
     onEvent: (e: LoggedEvent) => Promise<void> | void,
     signal: AbortSignal,
     local = false,
+    seed?: Appended,
   ): Promise<boolean> {
     let last = afterId
-    let dirty = true
     let wake: (() => void) | null = null
+    let pending: Appended[] = seed ? [seed] : []
+    let pendingBytes = seed?.bytes ?? 0
+    let dirty = !seed
     const unwatch = this.watch(
       this.store.keys.events(sid, eid),
-      () => {
-        dirty = true
-        wake?.()
+      {
+        wake: () => {
+          dirty = true
+          wake?.()
+        },
+        deliver: (a) => {
+          if (pendingBytes + a.bytes > PENDING_MAX_BYTES) {
+            // A slow reader: Redis has them all, it reads them from there when it catches up.
+            pending = []
+            pendingBytes = 0
+            dirty = true
+          } else {
+            pending.push(a)
+            pendingBytes += a.bytes
+          }
+          wake?.()
+        },
       },
       !local,
     )
@@ -98,6 +150,25 @@ export class EventFeed {
     let quiet = false
     try {
       while (!signal.aborted) {
+        // Entries handed over that follow on from `last`: sent without reading Redis.
+        while (pending.length > 0 && !signal.aborted) {
+          const a = pending.shift()!
+          pendingBytes -= a.bytes
+          const next = followOn(a, last)
+          if (next === null) {
+            pending = []
+            pendingBytes = 0
+            dirty = true
+            break
+          }
+          for (const e of next) {
+            if (signal.aborted) return false
+            await onEvent(e)
+            last = e.id
+            if (e.type === 'done') return true
+          }
+        }
+        if (!dirty && pending.length > 0) continue
         if (!dirty) {
           quiet = await new Promise<boolean>((resolve) => {
             wake = () => resolve(false)
@@ -106,21 +177,21 @@ export class EventFeed {
             t.unref()
           })
           wake = null
-          dirty = true
+          // Handed-over entries (or a wake that set dirty) brought it here; after a quiet while, read Redis anyway.
+          if (quiet) dirty = true
           continue
         }
         dirty = false
-        const events = await this.store.readEvents(sid, eid, last)
+        const { events, more } = await this.store.readEventPage(sid, eid, last)
         for (const e of events) {
           if (signal.aborted) return false
           await onEvent(e)
           last = e.id
           if (e.type === 'done') return true
         }
-        if (events.length > 0) {
-          dirty = true
-          continue
-        } // there may be more than one page
+        if (more) dirty = true
+        // Whatever is appended from here on is handed over or wakes this reader.
+        if (events.length > 0) continue
         // Nothing new for a while: stop if the execution is gone, or ended with no `done` after `last`
         // (the client resumed past it, or the log was trimmed or expired).
         if (quiet && !(await this.executionLive(sid, eid))) return false
@@ -172,7 +243,7 @@ export class EventFeed {
             const [newest] = await this.store.redis.xrevrange(key, '+', '-', 'COUNT', 1)
             if (this.remote.has(key)) this.seen.set(key, newest?.[0] ?? lastEntry[0])
           }
-          for (const cb of this.watchers.get(key) ?? []) cb()
+          for (const w of this.watchers.get(key) ?? []) w.wake()
         }
       } catch (err) {
         if (!this.running) break

@@ -1,6 +1,7 @@
 // Reads an execution's event log in pages bounded by count and by bytes, so that one reader of a
 // large log (a GET, a JSON reply, an SSE follower) holds one page in memory, never the whole log.
 import type { Redis } from 'ioredis'
+import { luaScript, runScript } from './scripts.js'
 
 /** At most this many events per page... */
 const PAGE_EVENTS = 100
@@ -22,7 +23,22 @@ while #out < most do
 end
 return out`
 
-/** Raw entries after `afterId` (exclusive; '' = from the start), oldest first: [id, fields]. */
-export async function readPage(redis: Redis, key: string, afterId: string, maxEvents: number, maxBytes = PAGE_BYTES): Promise<Array<[string, string[]]>> {
-  return (await redis.eval(READ_PAGE, 1, key, afterId ? `(${afterId}` : '-', Math.min(maxEvents, PAGE_EVENTS), maxBytes)) as Array<[string, string[]]>
+const READ_PAGE_SCRIPT = luaScript('read_page', 1, READ_PAGE)
+
+/**
+ * Raw entries after `afterId` (exclusive; '' = from the start), oldest first: [id, fields]; `more`
+ * when the page stopped at one of its bounds rather than at the end of the log.
+ */
+export async function readPage(
+  redis: Redis,
+  key: string,
+  afterId: string,
+  maxEvents: number,
+  maxBytes = PAGE_BYTES,
+): Promise<{ rows: Array<[string, string[]]>; more: boolean }> {
+  const most = Math.min(maxEvents, PAGE_EVENTS)
+  const rows = (await runScript(redis, READ_PAGE_SCRIPT, key, afterId ? `(${afterId}` : '-', most, maxBytes)) as Array<[string, string[]]>
+  let bytes = 0
+  for (const [, fields] of rows) bytes += Buffer.byteLength(fields[1] ?? '')
+  return { rows, more: rows.length >= most || bytes >= maxBytes }
 }

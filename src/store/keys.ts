@@ -7,6 +7,7 @@ export function redisKeys(prefix: string) {
     sessionExecutions: (sid: string) => `${prefix}{${sid}}:executions`,
     // The session's executions that are queued or running: added when recorded, removed at their end.
     sessionUnfinished: (sid: string) => `${prefix}{${sid}}:unfinished`,
+    sessionOlder: (sid: string) => `${prefix}{${sid}}:older-executions`,
     execution: (sid: string, eid: string) => `${prefix}{${sid}}:exec:${eid}`,
     events: (sid: string, eid: string) => `${prefix}{${sid}}:events:${eid}`,
     history: (sid: string) => `${prefix}{${sid}}:history`,

@@ -33,25 +33,32 @@ class MemoryStore implements RunnerStore {
     this.slots.add(eid)
     return true
   }
+  async startExecution(rec: { id: string }, first: object | null): Promise<{ result: 'started'; added: null } | { result: 'no_slot' }> {
+    if (!(await this.acquireRunningSlot('', rec.id))) return { result: 'no_slot' }
+    await this.createExecution(rec, first)
+    return { result: 'started', added: null }
+  }
   async releaseRunningSlot(_tenant: string, eid: string): Promise<void> {
     this.slots.delete(eid)
   }
-  async createExecution(rec: { id: string }, first: object | null): Promise<void> {
+  private async createExecution(rec: { id: string }, first: object | null): Promise<void> {
     this.records.set(rec.id, { ...rec })
     if (first) this.push(rec.id, first)
   }
-  async recordStart(_sid: string, eid: string, startedAt: number, status: object | null): Promise<void> {
+  async recordStart(_sid: string, eid: string, startedAt: number, status: object | null): Promise<null> {
     Object.assign(this.records.get(eid) ?? {}, { status: 'running', started_at: startedAt })
     if (status) this.push(eid, status)
+    return null
   }
-  async recordEnd(_sid: string, eid: string, _tenant: string, done: object | null, fields: object): Promise<void> {
+  async recordEnd(_sid: string, eid: string, _tenant: string, done: object | null, fields: object): Promise<null> {
     if (done) this.push(eid, done)
     Object.assign(this.records.get(eid) ?? {}, fields)
     this.slots.delete(eid)
+    return null
   }
-  async appendEvent(_sid: string, logId: string, e: Logged): Promise<string> {
+  async appendLive(_sid: string, logId: string, e: Logged): Promise<null> {
     this.push(logId, e)
-    return `${this.log(logId).length}-0`
+    return null
   }
   async resumePoint(): Promise<{ pos: number; seq: number }> {
     return { pos: 0, seq: -1 }
@@ -94,7 +101,7 @@ function setup(t: Test, opts: { config?: Record<string, string>; outputBytes?: n
     store,
     log,
     metrics: createMetrics(),
-    feed: { notify: () => undefined },
+    feed: { notify: () => undefined, deliver: () => undefined },
     driver: {
       kill: async (id: string) => {
         killed.push(id)

@@ -1,0 +1,100 @@
+// The Lua scripts of the session store (redis-store.ts): each runs atomically in Redis, sent once
+// per connection and then called by its SHA1 (scripts.ts).
+import { luaScript } from './scripts.js'
+
+// Claims due ids atomically with a lease: their deadline moves to the end of the claim (ARGV[3]),
+// so no other instance takes them meanwhile, and one that dies mid-batch loses nothing: when the
+// claim lapses they are due again. The work removes or moves them when done (SETTLE_CLAIM).
+export const CLAIM_DUE = luaScript(
+  'claim_due',
+  1,
+  `
+local ids = redis.call('ZRANGE', KEYS[1], '-inf', ARGV[1], 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[2]))
+for _, id in ipairs(ids) do redis.call('ZADD', KEYS[1], ARGV[3], id) end
+return ids`,
+)
+
+// Ends a claim: the new deadline replaces the claim's, unless something moved it meanwhile (the
+// session was used, or deleted), which then stands.
+export const SETTLE_CLAIM = luaScript(
+  'settle_claim',
+  1,
+  `
+if redis.call('ZSCORE', KEYS[1], ARGV[1]) == ARGV[2] then redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1]) return 1 end
+return 0`,
+)
+
+// Sets the lease when free or already ours; returns the holder.
+export const ACQUIRE_LEASE = luaScript(
+  'acquire_lease',
+  1,
+  `
+local cur = redis.call('GET', KEYS[1])
+if (not cur) or cur == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', tonumber(ARGV[2]))
+  return ARGV[1]
+end
+return cur`,
+)
+
+// Takes the lease when it is free, ours, or held by ARGV[2] (an instance that is gone or handed it
+// over); returns the holder. Exactly one of several instances racing for it wins.
+export const TAKE_LEASE = luaScript(
+  'take_lease',
+  1,
+  `
+local cur = redis.call('GET', KEYS[1])
+if (not cur) or cur == ARGV[1] or cur == ARGV[2] then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', tonumber(ARGV[3]))
+  return ARGV[1]
+end
+return cur`,
+)
+
+// Deletes the lease if it is still ARGV[1]'s.
+export const RELEASE_LEASE = luaScript(
+  'release_lease',
+  1,
+  `
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0`,
+)
+
+// A tenant's executions that are queued or running: a sorted set of ids scored by the time by
+// which each must have ended, so an id left behind by a crashed instance frees itself.
+// Adds the id only while fewer than the cap are live; returns 1 on success. The set expires with
+// its latest member, never its newest: a short execution must not take the long ones' slots with it.
+export const ACQUIRE_SLOT = luaScript(
+  'acquire_slot',
+  1,
+  `
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then return 0 end
+redis.call('ZADD', KEYS[1], ARGV[3], ARGV[4])
+redis.call('PEXPIREAT', KEYS[1], math.ceil(tonumber(redis.call('ZRANGE', KEYS[1], 0, 0, 'REV', 'WITHSCORES')[2])))
+return 1`,
+)
+
+// Creates a session only while the tenant has fewer than the cap; returns 1 on success.
+export const CREATE_SESSION = luaScript(
+  'create_session',
+  3,
+  `
+if redis.call('SCARD', KEYS[2]) >= tonumber(ARGV[1]) then return 0 end
+for i = 4, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+redis.call('SADD', KEYS[2], ARGV[3])
+redis.call('ZADD', KEYS[3], ARGV[2], ARGV[3])
+return 1`,
+)
+
+// Updates a live session (never a deleted or dead one) and moves its idle deadline, atomically.
+export const SESSION_ACTIVITY = luaScript(
+  'session_activity',
+  2,
+  `
+local st = redis.call('HGET', KEYS[1], 'status')
+if (not st) or st == 'dead' then return 0 end
+for i = 3, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+redis.call('ZADD', KEYS[2], ARGV[1], ARGV[2])
+return 1`,
+)

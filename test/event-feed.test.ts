@@ -1,0 +1,138 @@
+// A reader on the instance that appends an execution's events gets them handed over once Redis has
+// stored them, without reading them back; it still gets every event once, in order, when it joins
+// late, when an event reaches the log some other way (a gap), and when it is too slow to keep up.
+import t, { type Test } from 'tap'
+import { randomBytes } from 'node:crypto'
+import { Redis } from 'ioredis'
+import { pino } from 'pino'
+import { EventFeed } from '../src/store/event-feed.js'
+import { RedisStore, type LoggedEvent } from '../src/store/redis-store.js'
+
+const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
+
+async function setup(tt: Test) {
+  const prefix = `replcast-test-feed-${randomBytes(4).toString('hex')}:`
+  const redis = new Redis(redisUrl)
+  const blocking = new Redis(redisUrl)
+  const store = new RedisStore(redis, prefix, { eventMaxLen: 100_000, eventTtlS: 60 })
+  let reads = 0
+  const readEventPage = store.readEventPage.bind(store)
+  store.readEventPage = (...args) => {
+    reads++
+    return readEventPage(...args)
+  }
+  const feed = new EventFeed(store, blocking, pino({ level: 'silent' }))
+  feed.start()
+  tt.teardown(async () => {
+    await feed.stop()
+    const keys = await redis.keys(`${prefix}*`)
+    if (keys.length) await redis.del(...keys)
+    redis.disconnect()
+    blocking.disconnect()
+  })
+  /** Appends like the execution runner does: stored, then handed to this instance's readers. */
+  const append = async (eid: string, event: { type: string; [k: string]: unknown }) => {
+    const added = await store.appendLive('ses_feed', eid, event, 'tenant-a')
+    feed.deliver('ses_feed', eid, added)
+  }
+  const logged = async (eid: string) => (await redis.xrange(store.keys.events('ses_feed', eid), '-', '+')).map(([id]) => id)
+  return { store, feed, append, logged, reads: () => reads }
+}
+
+function collect(feed: EventFeed, eid: string, opts: { after?: string; slow?: () => Promise<void> } = {}) {
+  const seen: LoggedEvent[] = []
+  const ac = new AbortController()
+  const done = feed.follow(
+    'ses_feed',
+    eid,
+    opts.after ?? '',
+    async (e) => {
+      seen.push(e)
+      await opts.slow?.()
+    },
+    ac.signal,
+    true,
+  )
+  return { seen, done, ac }
+}
+
+t.test('a local reader gets appended events without reading Redis for each', async (tt) => {
+  const { feed, append, logged, reads } = await setup(tt)
+  await append('exe_1', { type: 'status', state: 'running' })
+  const r = collect(feed, 'exe_1')
+  for (let i = 0; i < 20; i++) await append('exe_1', { type: 'stdout', text: `${i}\n` })
+  await append('exe_1', { type: 'done', status: 'ok' })
+  tt.equal(await r.done, true, 'it ended at done')
+  tt.same(
+    r.seen.map((e) => e.id),
+    await logged('exe_1'),
+    'every event once, in order, with its stream id',
+  )
+  tt.same(
+    r.seen.filter((e) => e.type === 'stdout').map((e) => e.text),
+    Array.from({ length: 20 }, (_, i) => `${i}\n`),
+  )
+  tt.ok(reads() <= 2, `Redis read ${reads()} time(s) for 22 events (the first page only)`)
+})
+
+t.test('an event that reached the log without being handed over is read from Redis, in its place', async (tt) => {
+  const { store, feed, append, logged } = await setup(tt)
+  await append('exe_2', { type: 'status', state: 'running' })
+  const r = collect(feed, 'exe_2')
+  await append('exe_2', { type: 'stdout', text: 'a' })
+  // Appended by someone else (another instance): this reader is not told.
+  await store.appendEvent('ses_feed', 'exe_2', { type: 'stdout', text: 'b' }, 'tenant-a')
+  await append('exe_2', { type: 'stdout', text: 'c' })
+  await append('exe_2', { type: 'done', status: 'ok' })
+  tt.equal(await r.done, true)
+  tt.same(
+    r.seen.map((e) => e.text ?? e.type),
+    ['status', 'a', 'b', 'c', 'done'],
+  )
+  tt.same(
+    r.seen.map((e) => e.id),
+    await logged('exe_2'),
+  )
+})
+
+t.test('a reader that resumes after an id, and a reader too slow to keep up, each get every event once', async (tt) => {
+  const { feed, append, logged } = await setup(tt)
+  for (let i = 0; i < 5; i++) await append('exe_3', { type: 'stdout', text: `${i}` })
+  const ids = await logged('exe_3')
+  const resumed = collect(feed, 'exe_3', { after: ids[2] })
+  let release!: () => void
+  const gate = new Promise<void>((r) => (release = r))
+  const slow = collect(feed, 'exe_3', { slow: () => gate })
+  // Over a thousand events while the slow reader is stuck on its first: it drops what it was handed and reads Redis.
+  await Promise.all(Array.from({ length: 1500 }, (_, i) => append('exe_3', { type: 'stdout', text: `${i + 5} ${'x'.repeat(2000)}` })))
+  await append('exe_3', { type: 'done', status: 'ok' })
+  release()
+  tt.equal(await resumed.done, true)
+  tt.equal(await slow.done, true)
+  const all = await logged('exe_3')
+  tt.same(
+    resumed.seen.map((e) => e.id),
+    all.slice(3),
+    'the resumed reader: everything after its id',
+  )
+  tt.same(
+    slow.seen.map((e) => e.id),
+    all,
+    'the slow reader: everything, once each, in order',
+  )
+})
+
+t.test('a reader from the start given the first entries as appended reads nothing from Redis', async (tt) => {
+  const { store, feed, logged, reads } = await setup(tt)
+  const first = await store.appendLive('ses_feed', 'exe_4', { type: 'status', state: 'running' }, 'tenant-a')
+  const seen: string[] = []
+  const done = feed.follow('ses_feed', 'exe_4', '', (e) => void seen.push(e.id), new AbortController().signal, true, first!)
+  for (const e of [
+    { type: 'stdout', text: 'x' },
+    { type: 'done', status: 'ok' },
+  ])
+    feed.deliver('ses_feed', 'exe_4', await store.appendLive('ses_feed', 'exe_4', e, 'tenant-a'))
+  tt.equal(await done, true)
+  tt.same(seen, await logged('exe_4'))
+  tt.equal(reads(), 0, 'no page read')
+})
