@@ -44,6 +44,7 @@ export class RateLimiter {
           // Redis is away: the count goes in with the next flush.
           fresh.unflushed++
           fresh.ready = null
+          this.schedule()
           throw err
         },
       )

@@ -86,8 +86,7 @@ export class Adoption {
 
   /** The session when this instance is attached to it with its sandbox ready (no create or adoption under way); else undefined. */
   attached(sid: string): LiveSession | undefined {
-    if (this.starting.has(sid) || this.pending.has(sid)) return undefined
-    const live = this.deps.registry.get(sid)
+    const live = this.starting.has(sid) || this.pending.has(sid) ? undefined : this.deps.registry.get(sid)
     return live?.state === 'attached' ? live : undefined
   }
 

@@ -263,25 +263,27 @@ export class EventBytes {
   ): Promise<{ result: 'started'; added: Appended | null } | { result: 'no_slot' | 'no_session' } | { result: 'dead'; why: string }> {
     const k = this.keys
     const json = first ? JSON.stringify(first) : ''
+    const log = this.args(rec.tenant, rec.session_id, rec.id)
+    const now = Date.now()
     const [code, extra] = (await runScript(
       this.redis,
       START_SCRIPT,
-      ...this.args(rec.tenant, rec.session_id, rec.id).slice(0, 5),
+      ...log.slice(0, 5),
       k.tenantRunning(rec.tenant),
       k.execution(rec.session_id, rec.id),
       k.sessionExecutions(rec.session_id),
       k.sessionUnfinished(rec.session_id),
       k.session(rec.session_id),
       k.sessionOlder(rec.session_id),
-      ...this.args(rec.tenant, rec.session_id, rec.id).slice(5),
+      ...log.slice(5),
       json,
-      String(Date.now()),
+      String(now),
       String(slot.max),
       String(Math.ceil(slot.untilMs)),
       rec.id,
       String(slot.keepPerSession),
       rec.tenant,
-      String(Date.now() + this.opts.ttlS * 1000),
+      String(now + this.opts.ttlS * 1000),
       ...Object.entries(fields).flat(),
     )) as [number, unknown]
     if (code === 1) return { result: 'started', added: appended(extra, own(first, json)) }
