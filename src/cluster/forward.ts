@@ -2,7 +2,6 @@
 // (method, path, query, headers, body streamed) goes over a keep-alive connection with the internal
 // header, and the answer (status, headers, body streamed, SSE included) comes back with backpressure.
 import { Agent, request, type ClientRequest, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http'
-import { pipeline } from 'node:stream'
 
 /** Marks a request passed on by another instance (its value is the internal secret): it is never passed on again. */
 export const FORWARDED_HEADER = 'x-replcast-forwarded'
@@ -111,6 +110,46 @@ function declined(res: IncomingMessage): boolean {
   return res.statusCode === 503 && (res.headers['content-type'] ?? '').startsWith('application/json')
 }
 
+/**
+ * The answer's body to the client as it arrives, with backpressure. The head leaves with the body's
+ * first chunk when both came together (one write for the client), alone when the body waits.
+ * `finished`: the client has the whole answer.
+ */
+function relay(from: IncomingMessage, to: ServerResponse, finished: () => void): void {
+  let started = false
+  setImmediate(() => {
+    if (!started && !to.writableEnded && !to.destroyed) to.flushHeaders()
+  })
+  // A chunk waits for the microtasks of its read: when the end of the answer came in the same read
+  // (a last event, often), the two leave in one write.
+  let held: Buffer[] = []
+  const send = () => {
+    const chunks = held
+    held = []
+    for (const c of chunks) {
+      if (to.write(c)) continue
+      from.pause()
+      to.once('drain', () => from.resume())
+    }
+  }
+  from.on('data', (chunk: Buffer) => {
+    started = true
+    if (held.push(chunk) === 1) queueMicrotask(send)
+  })
+  from.once('end', () => {
+    const rest = held
+    held = []
+    if (rest.length) to.end(Buffer.concat(rest))
+    else to.end()
+  })
+  // The other instance went away in the middle of the answer: the client sees the cut.
+  from.on('error', () => to.destroy())
+  from.once('close', () => {
+    if (!from.complete) to.destroy()
+  })
+  to.once('finish', finished)
+}
+
 export class Forwarder {
   private readonly agent = new Agent({ keepAlive: true, maxFreeSockets: 64, scheduling: 'lifo', noDelay: true })
   /** Hops under way: ended when the instance stops (their clients resume elsewhere). */
@@ -169,11 +208,10 @@ export class Forwarder {
         // The rest of the body still goes up (an upload the other side answers only at its end).
         stopBody = () => {}
         res.writeHead(reply.statusCode ?? 502, pass(reply.headers))
-        res.flushHeaders()
-        pipeline(reply, res, () => settle({ kind: 'answered' }))
+        relay(reply, res, () => settle({ kind: 'answered' }))
       })
       up.on('error', (err) => {
-        // Once the answer has begun, the pipeline ends it (cut short: the client sees the cut).
+        // Once the answer has begun, it is cut short: the client sees the cut.
         if (answering) res.destroy()
         else settle({ kind: 'unreachable', reused: up.reusedSocket, err })
       })

@@ -92,12 +92,12 @@ export class SessionService {
     let made: LiveSession | null = null
     try {
       handle = await place.start()
-      await place.confirm()
       rec.container_id = handle.containerId
       // A pooled sandbox's REPL said ready before it was taken: the session's client expects no other.
       const live = adoption.attach(rec, handle, place.pooled)
-      // A cold sandbox's id is recorded while its REPL starts, so the reaper finds it after a crash meanwhile.
-      await Promise.all([place.pooled || store.updateSession(rec.id, { container_id: handle.containerId }), place.ready(live.client.ready)])
+      // While its REPL starts: the engine is counted again (a refusal ends the session below), and a
+      // cold sandbox's id is recorded, so the reaper finds it after a crash meanwhile.
+      await Promise.all([place.confirm(), place.pooled || store.updateSession(rec.id, { container_id: handle.containerId }), place.ready(live.client.ready)])
       rec.status = 'ready'
       // One round trip, in this order (one connection): the pooled sandbox's binding, the record, the deadline.
       const [, ready] = await Promise.all([
