@@ -12,6 +12,9 @@ import { fromHash, toHash, type ExecutionRecord, type LoggedEvent, type SessionR
 export type { ExecutionRecord, LoggedEvent, SessionRecord } from './records.js'
 export type { Appended } from './event-bytes.js'
 
+/** Fields of an execution record needed only until it ends (see ExecutionRecord). */
+const REQUEUE_FIELDS = ['code', 'kind', 'timeout_ms'] as const
+
 export class RedisStore {
   readonly keys: RedisKeys
   /** Every event appended is counted against its tenant's max_event_bytes (`eventBytesLimit`; none without it). */
@@ -138,7 +141,9 @@ export class RedisStore {
   ): Promise<Appended | null> {
     const m = this.redis.multi()
     this.eventBytes.endIn(m, tenant, sid, eid, done)
+    // What re-queues the execution after a restart (its code, up to the body's limit) is kept no longer than it runs.
     m.hset(this.keys.execution(sid, eid), toHash(fields))
+      .hdel(this.keys.execution(sid, eid), ...REQUEUE_FIELDS)
       .expire(this.keys.execution(sid, eid), this.opts.eventTtlS)
       .expire(this.keys.events(sid, eid), this.opts.eventTtlS)
       .zrem(this.keys.tenantRunning(tenant), eid)
