@@ -81,9 +81,9 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     eventTtlS: config.EVENT_LOG_TTL_S,
     eventBytesLimit: (tenant) => config.tenantLimits.for(tenant).max_event_bytes,
   })
-  const feed = new EventFeed(store, blocking, log.child({ component: 'event-feed' }))
-  const driver = opts.driver ?? new DockerSandboxDriver(config.DOCKER_HOST, log.child({ component: 'docker' }), config.DOCKER_TIMEOUT_MS)
   const metrics = createMetrics()
+  const feed = new EventFeed(store, blocking, log.child({ component: 'event-feed' }), metrics.redisReadRetries)
+  const driver = opts.driver ?? new DockerSandboxDriver(config.DOCKER_HOST, log.child({ component: 'docker' }), config.DOCKER_TIMEOUT_MS)
   // The agent's parts the sessions layer needs (answers to sandbox llm_query calls) come first;
   // the agent's turns, which run code through the sessions layer, come after it.
   const llmClient = config.OPENAI_BASE_URL ? new OpenAiLlmClient(config.OPENAI_BASE_URL, config.OPENAI_API_KEY, log.child({ component: 'openai' })) : null

@@ -1,6 +1,7 @@
 // Redis failing at an execution's end: the end is retried, and when Redis stays away longer the
-// session is let go and finished from Redis and the container once Redis is back; an execution left
-// without a `done` long past its deadline (stale busy) is ended by the reaper. Never busy forever.
+// session is let go and finished from Redis and the container once Redis is back; an SSE reader
+// waits through the outage for its done; an execution left without a `done` long past its deadline
+// (stale busy) is ended by the reaper. Never busy forever.
 import t from 'tap'
 import Docker from 'dockerode'
 import { API_KEY, startApp, type Harness } from './helpers/app.js'
@@ -93,6 +94,30 @@ t.test('Redis fails at the end of an execution', async (t) => {
     const after = await api(h.url, 'POST', `/v1/sessions/${sid}/executions`, { code: 'print(x)' })
     t.equal(after.body.events.find((e: any) => e.type === 'stdout')?.text, '42\n', 'the session carries on with its state')
   })
+})
+
+t.test('an SSE reader waits through a Redis outage (a restart, a failover) and gets its done', async (t) => {
+  const redis = await startPrivateRedis()
+  t.teardown(() => redis.destroy())
+  const h = await startApp(t, { ...FAST, REDIS_URL: redis.url, REDIS_RETRY_MS: '120000' })
+  const sid = await createSession(h.url)
+  const eid = await startRun(h, sid, 60)
+  const res = await fetch(`${h.url}/v1/sessions/${sid}/executions/${eid}/events`, {
+    headers: { authorization: `Bearer ${API_KEY}`, accept: 'text/event-stream' },
+  })
+  t.equal(res.status, 200)
+  const read = readSse(res)
+  await redis.stop()
+  // After its quiet while the reader reads Redis, which cannot answer: it waits and tries again.
+  t.ok(await waitFor(async () => (await metric(h, 'replcast_redis_read_retries_total')) >= 2, 30000), 'the reader tries again while Redis is away')
+  await redis.start()
+  const events = await read
+  t.ok(
+    events.some((e) => e.event === 'stdout' && e.data.text === 'started\n'),
+    'it had the output from before the outage',
+  )
+  t.equal(events.filter((e) => e.event === 'done').length, 1, 'and gets exactly one done once Redis is back')
+  t.equal(events.at(-1)?.data.status, 'ok')
 })
 
 t.test('an execution without done long past its deadline (stale busy) is ended by the reaper', async (t) => {

@@ -33,6 +33,11 @@ export function createMetrics() {
       help: 'Warm-pool sandboxes that could not be made or died while waiting (refills back off after each)',
       registers: [registry],
     }),
+    redisReadRetries: new Counter({
+      name: 'replcast_redis_read_retries_total',
+      help: "Reads of an execution's events tried again because Redis could not answer (a reader waiting through a Redis restart or failover)",
+      registers: [registry],
+    }),
     redisWriteRetries: new Counter({
       name: 'replcast_redis_write_retries_total',
       help: "Writes retried because Redis failed (an execution's end)",

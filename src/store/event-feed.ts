@@ -4,9 +4,14 @@
 // here and through one XREAD BLOCK connection for events appended by other API instances.
 import type { Redis } from 'ioredis'
 import type { Logger } from 'pino'
+import { untilAborted } from '../abort.js'
+import { isRedisUnavailable } from '../retry.js'
 import type { Appended, LoggedEvent, RedisStore } from './redis-store.js'
 
 const BLOCK_MS = 5000
+/** A reader's read that Redis could not answer is tried again after this long, then twice as long, up to RETRY_MAX_MS. */
+const RETRY_MS = 100
+const RETRY_MAX_MS = 2000
 /** Events handed to one reader and not yet sent on: past this many bytes, it drops them and reads Redis instead (a slow client). */
 const PENDING_MAX_BYTES = 1024 * 1024
 
@@ -49,6 +54,8 @@ export class EventFeed {
     private readonly store: RedisStore,
     private readonly blocking: Redis,
     private readonly log: Logger,
+    /** Counts reads tried again while Redis could not answer. */
+    private readonly readRetries: { inc(): void } = { inc: () => undefined },
   ) {}
 
   start(): void {
@@ -147,7 +154,9 @@ export class EventFeed {
     )
     const onAbort = () => wake?.()
     signal.addEventListener('abort', onAbort)
-    let quiet = false
+    // An empty first read asks whether the execution still runs (an ended one whose log is gone or
+    // trimmed has nothing to wait for); after that, only a read after a quiet while does.
+    let quiet = true
     try {
       while (!signal.aborted) {
         // Entries handed over that follow on from `last`: sent without reading Redis.
@@ -182,7 +191,9 @@ export class EventFeed {
           continue
         }
         dirty = false
-        const { events, more } = await this.store.readEventPage(sid, eid, last)
+        const page = await this.answered(() => this.store.readEventPage(sid, eid, last), signal)
+        if (!page) return false
+        const { events, more } = page
         for (const e of events) {
           if (signal.aborted) return false
           await onEvent(e)
@@ -194,12 +205,33 @@ export class EventFeed {
         if (events.length > 0) continue
         // Nothing new for a while: stop if the execution is gone, or ended with no `done` after `last`
         // (the client resumed past it, or the log was trimmed or expired).
-        if (quiet && !(await this.executionLive(sid, eid))) return false
+        if (quiet && !(await this.answered(() => this.executionLive(sid, eid), signal))) return false
       }
       return false
     } finally {
       signal.removeEventListener('abort', onAbort)
       unwatch()
+    }
+  }
+
+  /**
+   * A reader's read of Redis, tried again while Redis cannot answer (a restart, a Sentinel failover)
+   * for as long as the reader stays: it then goes on where it was. Null: the reader left meanwhile.
+   */
+  private async answered<T>(read: () => Promise<T>, signal: AbortSignal): Promise<T | null> {
+    for (let wait = RETRY_MS; ; wait = Math.min(2 * wait, RETRY_MAX_MS)) {
+      try {
+        return await read()
+      } catch (err) {
+        // (A fault of this process's own, like a log entry that does not parse, is not waited out.)
+        if (!isRedisUnavailable(err) || err instanceof TypeError || err instanceof SyntaxError) throw err
+      }
+      this.readRetries.inc()
+      let timer: NodeJS.Timeout | undefined
+      const waited = new Promise<true>((resolve) => (timer = setTimeout(() => resolve(true), wait)))
+      const stayed = await untilAborted(waited, signal)
+      clearTimeout(timer)
+      if (!stayed) return null
     }
   }
 

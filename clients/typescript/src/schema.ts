@@ -1309,7 +1309,7 @@ export interface operations {
                     "text/event-stream": string;
                 };
             };
-            /** @description Nothing after the given id: the execution has ended (EventSource stops reconnecting) */
+            /** @description Nothing after the given id, or nothing left of its log (expired, or gone with its session): the execution has ended (EventSource stops reconnecting) */
             204: {
                 headers: {
                     [name: string]: unknown;

@@ -102,7 +102,11 @@ export async function executionRoutes(
         ),
         response: {
           200: { description: SSE_DESCRIPTION, content: { 'text/event-stream': { schema: { type: 'string' } } } },
-          204: { description: 'Nothing after the given id: the execution has ended (EventSource stops reconnecting)', type: 'null' },
+          204: {
+            description:
+              'Nothing after the given id, or nothing left of its log (expired, or gone with its session): the execution has ended (EventSource stops reconnecting)',
+            type: 'null',
+          },
         },
       },
     },
@@ -116,6 +120,8 @@ export async function executionRoutes(
         return
       }
       await streams.pipe(req, reply, (onEvent, signal) => executions.follow(sid, eid, after, onEvent, signal))
+      // Nothing was left to send (the log went with its session meanwhile, or expired): as for an ended one.
+      if (!reply.raw.headersSent && !reply.sent) reply.code(204).send(null)
     },
   )
 
