@@ -1,5 +1,6 @@
 // Retrying what must not be lost to a passing failure (Redis restarting, a Docker call timing out),
 // with exponential backoff and a bound, and a time limit for work that must not hang its caller.
+import { untilAborted } from './abort.js'
 
 export interface RetryOptions {
   /** Tries in all (default: unbounded, until `windowMs` is spent). */
@@ -12,6 +13,8 @@ export interface RetryOptions {
   retryable?: (err: unknown) => boolean
   /** Told of each failure that will be retried. */
   onRetry?: (err: unknown, attempt: number) => void
+  /** Stops the retries: once it aborts, the wait ends and the last error is thrown. */
+  signal?: AbortSignal
 }
 
 /** Runs `fn` until it succeeds or the bound is reached; throws the last error then. */
@@ -28,9 +31,17 @@ export async function retry<T>(fn: () => Promise<T>, opts: RetryOptions): Promis
       const outOfTime = opts.windowMs !== undefined && Date.now() + delay - start > opts.windowMs
       if (outOfTries || outOfTime || (opts.retryable && !opts.retryable(err))) throw err
       opts.onRetry?.(err, attempt)
-      await new Promise((r) => setTimeout(r, delay))
+      await wait(delay, opts.signal)
+      if (opts.signal?.aborted) throw err
     }
   }
+}
+
+/** `ms` milliseconds, or less when `signal` aborts first. */
+async function wait(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  let timer: NodeJS.Timeout | undefined
+  await untilAborted(new Promise((resolve) => (timer = setTimeout(resolve, ms))), signal ?? new AbortController().signal)
+  clearTimeout(timer)
 }
 
 /** Redis did not answer (connection refused, closed, retries spent); a reply error is final. */

@@ -4,14 +4,10 @@
 // here and through one XREAD BLOCK connection for events appended by other API instances.
 import type { Redis } from 'ioredis'
 import type { Logger } from 'pino'
-import { untilAborted } from '../abort.js'
-import { isRedisUnavailable } from '../retry.js'
+import { isRedisUnavailable, retry } from '../retry.js'
 import type { Appended, LoggedEvent, RedisStore } from './redis-store.js'
 
 const BLOCK_MS = 5000
-/** A reader's read that Redis could not answer is tried again after this long, then twice as long, up to RETRY_MAX_MS. */
-const RETRY_MS = 100
-const RETRY_MAX_MS = 2000
 /** Events handed to one reader and not yet sent on: past this many bytes, it drops them and reads Redis instead (a slow client). */
 const PENDING_MAX_BYTES = 1024 * 1024
 
@@ -215,23 +211,21 @@ export class EventFeed {
   }
 
   /**
-   * A reader's read of Redis, tried again while Redis cannot answer (a restart, a Sentinel failover)
-   * for as long as the reader stays: it then goes on where it was. Null: the reader left meanwhile.
+   * A reader's read of Redis, tried again (0.1 s, then up to 2 s apart) while Redis cannot answer (a
+   * restart, a Sentinel failover) for as long as the reader stays: it then goes on where it was.
+   * A fault of this process's own, like a log entry that does not parse, is not waited out. Null:
+   * the reader left meanwhile.
    */
   private async answered<T>(read: () => Promise<T>, signal: AbortSignal): Promise<T | null> {
-    for (let wait = RETRY_MS; ; wait = Math.min(2 * wait, RETRY_MAX_MS)) {
-      try {
-        return await read()
-      } catch (err) {
-        // (A fault of this process's own, like a log entry that does not parse, is not waited out.)
-        if (!isRedisUnavailable(err) || err instanceof TypeError || err instanceof SyntaxError) throw err
-      }
-      this.readRetries.inc()
-      let timer: NodeJS.Timeout | undefined
-      const waited = new Promise<true>((resolve) => (timer = setTimeout(() => resolve(true), wait)))
-      const stayed = await untilAborted(waited, signal)
-      clearTimeout(timer)
-      if (!stayed) return null
+    try {
+      return await retry(read, {
+        retryable: (err) => isRedisUnavailable(err) && !(err instanceof TypeError || err instanceof SyntaxError),
+        onRetry: () => this.readRetries.inc(),
+        signal,
+      })
+    } catch (err) {
+      if (signal.aborted) return null
+      throw err
     }
   }
 
