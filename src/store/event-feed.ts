@@ -153,6 +153,8 @@ export class EventFeed {
     // An empty first read asks whether the execution still runs (an ended one whose log is gone or
     // trimmed has nothing to wait for); after that, only a read after a quiet while does.
     let quiet = true
+    /** The record said the execution had ended: one more read gets what it logged before (its done), or nothing will come. */
+    let over = false
     try {
       while (!signal.aborted) {
         // Entries handed over that follow on from `last`: sent without reading Redis.
@@ -201,7 +203,12 @@ export class EventFeed {
         if (events.length > 0) continue
         // Nothing new for a while: stop if the execution is gone, or ended with no `done` after `last`
         // (the client resumed past it, or the log was trimmed or expired).
-        if (quiet && !(await this.answered(() => this.executionLive(sid, eid), signal))) return false
+        if (over) return false
+        if (quiet && !(await this.answered(() => this.executionLive(sid, eid), signal))) {
+          // It may have ended after the read above: the end's events and record are written together.
+          over = true
+          dirty = true
+        }
       }
       return false
     } finally {
