@@ -5,6 +5,7 @@ import t from 'tap'
 import { API_KEY, OTHER_KEY, startApp, type Harness } from './helpers/app.js'
 import { api, createSession, readSse, stdoutOf, type SseEvent } from './helpers/client.js'
 import { executeWithin, fmtStats, NeighbourProbe } from './helpers/neighbour.js'
+import { logEntries } from './helpers/logs.js'
 import { waitFor } from './helpers/wait.js'
 import { redisKeys } from '../src/store/keys.js'
 
@@ -14,16 +15,15 @@ const LIMIT = 600_000
 
 const execId = (events: SseEvent[]) => events[0]?.data.execution_id as string
 
-/** Bytes the tenant's logs that still exist hold, counted from the streams themselves. */
+/** Bytes the tenant's logs that still exist hold, counted from the logs themselves (streams or packed). */
 async function keptBytes(h: Harness, sid: string, eids: string[]): Promise<{ bytes: number; kept: string[] }> {
-  const keys = redisKeys(h.prefix)
   let bytes = 0
   const kept: string[] = []
   for (const eid of eids) {
-    const rows = await h.redis.xrange(keys.events(sid, eid), '-', '+')
+    const rows = await logEntries(h.redis, h.prefix, sid, eid)
     if (rows.length === 0) continue
     kept.push(eid)
-    for (const [, fields] of rows) bytes += Buffer.byteLength(fields[1] ?? '') + ENTRY_OVERHEAD_BYTES
+    for (const [, json] of rows) bytes += Buffer.byteLength(json) + ENTRY_OVERHEAD_BYTES
   }
   return { bytes, kept }
 }

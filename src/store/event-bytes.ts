@@ -4,6 +4,7 @@
 // instances append for one tenant at once. Keys: src/store/keys.ts (tenantEventBytes and after).
 import type { ChainableCommander, Redis } from 'ioredis'
 import type { RedisKeys } from './keys.js'
+import { PACK_LUA } from './log-packing.js'
 import type { LoggedEvent } from './records.js'
 import { defineScripts, luaScript, queueScript, runScript } from './scripts.js'
 
@@ -118,6 +119,7 @@ end
 if redis.call('HEXISTS', sizesKey, member) == 1 then redis.call('ZADD', endedKey, expireAt, member) end
 for _, m in ipairs(redis.call('ZRANGE', endedKey, '-inf', now, 'BYSCORE', 'LIMIT', 0, 16)) do
   local key = logKey(m, 'events')
+  if redis.call('EXISTS', key) == 0 then key = logKey(m, 'exec') end -- packed into its record (log-packing.ts)
   local at = redis.call('PEXPIRETIME', key)
   if at == -2 then forget(m)
   elseif at == -1 then
@@ -148,10 +150,12 @@ export const TRIM_EXECUTIONS = luaScript('trim_executions', 2, TRIM_LIST_LUA + `
 // event's JSON ('' none), 6 now (ms), 7 the tenant's cap, 8 when the slot frees itself (ms), 9 the
 // execution id, 10 executions listed per session, 11 the tenant, 12 when the logs of executions
 // listed no more have expired at the latest (ms), 13... the record's fields and values.
+// The session's latest two earlier executions, once ended, have their logs packed (log-packing.ts).
 // Returns {1, added}, {0}: no slot, {-1}: no such session, {-2, why}: the session is dead.
 const START =
   PRELUDE +
   TRIM_LIST_LUA +
+  PACK_LUA +
   `
 local running, exec, list, unfinished, session, older = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11]
 local s = redis.call('HMGET', session, 'tenant', 'status', 'status_detail')
@@ -162,6 +166,8 @@ if redis.call('ZCARD', running) >= tonumber(ARGV[7]) then return { 0 } end
 redis.call('ZADD', running, ARGV[8], ARGV[9])
 redis.call('PEXPIREAT', running, math.ceil(tonumber(redis.call('ZRANGE', running, 0, 0, 'REV', 'WITHSCORES')[2])))
 for i = 13, #ARGV, 2 do redis.call('HSET', exec, ARGV[i], ARGV[i + 1]) end
+local sid = string.match(member, '^(.-)/')
+for _, id in ipairs(redis.call('LRANGE', list, 0, 1)) do pack(sid .. '/' .. id) end
 redis.call('LPUSH', list, ARGV[9])
 ${TRIM_LIST}(list, older, tonumber(ARGV[10]), ARGV[12], ARGV[6])
 redis.call('SADD', unfinished, ARGV[9])

@@ -4,6 +4,7 @@ import { randomBytes } from 'node:crypto'
 import type { Redis } from 'ioredis'
 import { EventBytes, parseAppend, parseEnd, TRIM_EXECUTIONS, type Appended } from './event-bytes.js'
 import { readPage } from './event-pages.js'
+import { PACKED_FIELD, unpack } from './log-packing.js'
 import { defineScripts, queueScript, runScript } from './scripts.js'
 import { ACQUIRE_LEASE, ACQUIRE_SLOT, CLAIM_DUE, CREATE_SESSION, RELEASE_LEASE, SESSION_ACTIVITY, SETTLE_CLAIM, TAKE_LEASE } from './session-scripts.js'
 import { redisKeys, type RedisKeys } from './keys.js'
@@ -277,6 +278,7 @@ export class RedisStore {
 
   async getExecution(sid: string, eid: string): Promise<ExecutionRecord | null> {
     const h = await this.redis.hgetall(this.keys.execution(sid, eid))
+    delete h[PACKED_FIELD]
     return h.id ? fromHash<ExecutionRecord>(h) : null
   }
 
@@ -295,8 +297,13 @@ export class RedisStore {
 
   /** The log's last event (null: none). */
   async lastEvent(sid: string, eid: string): Promise<LoggedEvent | null> {
-    const [row] = await this.redis.xrevrange(this.keys.events(sid, eid), '+', '-', 'COUNT', 1)
-    return row ? { ...(JSON.parse(row[1][1] ?? '{}') as { type: string }), id: row[0] } : null
+    // The stream, or the record its log was packed into (log-packing.ts): both asked at once.
+    const [[row], packed] = await Promise.all([
+      this.redis.xrevrange(this.keys.events(sid, eid), '+', '-', 'COUNT', 1),
+      this.redis.hget(this.keys.execution(sid, eid), PACKED_FIELD),
+    ])
+    const [id, json] = row ? [row[0], row[1][1]] : (unpack(packed).at(-1) ?? [])
+    return id ? { ...(JSON.parse(json ?? '{}') as { type: string }), id } : null
   }
 
   /**
@@ -321,7 +328,7 @@ export class RedisStore {
   async readEventPage(sid: string, eid: string, afterId: string, count = 100): Promise<{ events: LoggedEvent[]; more: boolean }> {
     let page: { rows: Array<[string, string[]]>; more: boolean }
     try {
-      page = await readPage(this.redis, this.keys.events(sid, eid), afterId, count)
+      page = await readPage(this.redis, this.keys.events(sid, eid), this.keys.execution(sid, eid), afterId, count)
     } catch (err) {
       // Nothing can follow the largest possible id.
       if (/invalid start ID/i.test((err as Error).message)) return { events: [], more: false }
