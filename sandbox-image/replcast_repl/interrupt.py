@@ -14,7 +14,6 @@ the REPL's own handler is installed: user handlers are not signalled twice).
 
 import _signal as signal  # the C module: `signal` would import enum at start
 import _thread
-import contextlib
 import os
 import time
 
@@ -81,32 +80,59 @@ class InterruptGate:
         """The execution ended: stop re-sending a pending interrupt."""
         self._request = None
 
-    @contextlib.contextmanager
     def user_code(self):
         """Interrupts raise KeyboardInterrupt inside this block."""
-        previous = self.enabled
-        self._pending = False
-        self.enabled = True
-        try:
-            if self._request is not None:
-                # Requested while the REPL was between steps of this execution.
-                self._request = None
-                raise KeyboardInterrupt
-            yield
-        finally:
-            self.enabled = previous
+        return _UserCode(self)
 
-    @contextlib.contextmanager
     def masked(self):
         """Defers interrupts during helper bookkeeping called from user code."""
-        if _thread.get_ident() != self._main_ident:
-            yield  # signals only ever reach the main thread
-            return
-        self._masked += 1
+        return _Masked(self)
+
+
+# Context managers written out (not contextlib's): contextlib and what it
+# imports (collections, functools) would cost the REPL's start about 2 ms.
+class _UserCode:
+    __slots__ = ("gate", "previous")
+
+    def __init__(self, gate):
+        self.gate = gate
+
+    def __enter__(self):
+        gate = self.gate
+        self.previous = gate.enabled
+        gate._pending = False
+        gate.enabled = True
         try:
-            yield
-        finally:
-            self._masked -= 1
-            if not self._masked and self._pending and self.enabled:
-                self._pending = False
+            if gate._request is not None:
+                # Requested while the REPL was between steps of this execution.
+                gate._request = None
                 raise KeyboardInterrupt
+        except BaseException:
+            gate.enabled = self.previous
+            raise
+
+    def __exit__(self, *exc):
+        self.gate.enabled = self.previous
+
+
+class _Masked:
+    __slots__ = ("gate", "counted")
+
+    def __init__(self, gate):
+        self.gate = gate
+        self.counted = False
+
+    def __enter__(self):
+        # Signals only ever reach the main thread: nothing to defer elsewhere.
+        if _thread.get_ident() == self.gate._main_ident:
+            self.gate._masked += 1
+            self.counted = True
+
+    def __exit__(self, *exc):
+        if not self.counted:
+            return
+        gate = self.gate
+        gate._masked -= 1
+        if not gate._masked and gate._pending and gate.enabled:
+            gate._pending = False
+            raise KeyboardInterrupt

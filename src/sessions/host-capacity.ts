@@ -8,6 +8,12 @@ import type { SandboxMemory } from '../sandbox/driver.js'
 /** Seconds a refused client is told to wait: sandboxes come and go at the pace of idle timeouts and deletes. */
 const RETRY_AFTER_S = 10
 const MIB = 1024 * 1024
+/**
+ * How long the engine's last listing stands in for a new one before a sandbox is made. Never wrong
+ * for long: a place it grants is counted again once the sandbox exists (confirm, always listed
+ * anew), and a refusal is only given from a new listing.
+ */
+const LISTING_FRESH_MS = 2000
 
 export interface CapacityPlace {
   /** Counts the engine again once the sandbox exists (another instance may have started one meanwhile); throws capacity. */
@@ -16,9 +22,17 @@ export interface CapacityPlace {
   release(): void
 }
 
+/** The host's memory and the memory limit of each sandbox the engine lists, by session id. */
+interface Listing {
+  total: number
+  listed: Map<string, number>
+}
+
 export class HostCapacity {
   /** Sandboxes this instance is making, by session id: counted until the engine lists them. */
   private readonly pending = new Map<string, number>()
+  /** The engine's last listing (host memory and sandboxes' limits), and when it was asked for. */
+  private last: (Listing & { at: number }) | null = null
 
   constructor(
     private readonly memory: SandboxMemory,
@@ -41,32 +55,43 @@ export class HostCapacity {
 
   /** What the engine's sandboxes may still be promised (places this instance holds counted), for its report in Redis. */
   async figures(): Promise<{ totalBytes: number; freeBytes: number; sandboxes: number }> {
-    const [total, listed] = await Promise.all([this.memory.totalBytes(), this.memory.sandboxLimits()])
+    const { total, listed } = await this.list()
     let used = 0
     for (const b of new Map([...this.pending, ...listed]).values()) used += b
     return { totalBytes: total, freeBytes: Math.floor(this.share * total) - used, sandboxes: listed.size }
   }
 
-  /** With `bytes`, adds the session to the pending ones when it fits; with null, checks the sum as it is. */
+  /** The engine's sandboxes and memory as it says now. */
+  private async list(): Promise<Listing> {
+    const at = Date.now()
+    const [total, listed] = await Promise.all([this.memory.totalBytes(), this.memory.sandboxLimits()])
+    if (!this.last || this.last.at <= at) this.last = { at, total, listed }
+    return { total, listed }
+  }
+
+  /**
+   * With `bytes`, adds the session to the pending ones when it fits (from the last listing when it
+   * is fresh); with null, checks the sum as the engine has it now.
+   */
   private async check(sessionId: string, bytes: number | null): Promise<void> {
-    let total: number
-    let listed: Map<string, number>
+    const recent = bytes !== null && this.last && Date.now() - this.last.at < LISTING_FRESH_MS ? this.last : null
+    // From a sum on, nothing is awaited: concurrent checks of this instance see each other's places.
+    if (recent && this.sum(sessionId, bytes, recent).fits) {
+      this.pending.set(sessionId, bytes!)
+      return
+    }
+    let engine: Listing
     try {
-      ;[total, listed] = await Promise.all([this.memory.totalBytes(), this.memory.sandboxLimits()])
+      engine = await this.list()
     } catch (err) {
       throw new AppError('sandbox_failed', 'the Docker engine could not be asked what its sandboxes use', { cause: err })
     }
-    // From here on nothing is awaited: concurrent checks of this instance see each other's places.
-    const all = new Map([...this.pending, ...listed])
-    if (bytes !== null) all.set(sessionId, bytes)
-    let used = 0
-    for (const b of all.values()) used += b
-    const allowed = Math.floor(this.share * total)
-    if (used > allowed) {
-      const askedMib = Math.round((all.get(sessionId) ?? 0) / MIB)
+    const s = this.sum(sessionId, bytes, engine)
+    if (!s.fits) {
+      const askedMib = Math.round(s.asked / MIB)
       // The figures are for the operator: a client must not learn what other tenants' sandboxes hold.
       this.log.warn(
-        { sessionId, askedMib, committedMib: Math.round(used / MIB), allowedMib: Math.round(allowed / MIB), sandboxes: all.size },
+        { sessionId, askedMib, committedMib: Math.round(s.used / MIB), allowedMib: Math.round(s.allowed / MIB), sandboxes: s.count },
         'host memory share reached: session refused',
       )
       throw new AppError(
@@ -76,5 +101,15 @@ export class HostCapacity {
       )
     }
     if (bytes !== null) this.pending.set(sessionId, bytes)
+  }
+
+  /** The memory promised with this instance's places (and the session's, with `bytes`) beside the listed sandboxes. */
+  private sum(sessionId: string, bytes: number | null, engine: Listing): { fits: boolean; asked: number; used: number; allowed: number; count: number } {
+    const all = new Map([...this.pending, ...engine.listed])
+    if (bytes !== null) all.set(sessionId, bytes)
+    let used = 0
+    for (const b of all.values()) used += b
+    const allowed = Math.floor(this.share * engine.total)
+    return { fits: used <= allowed, asked: all.get(sessionId) ?? 0, used, allowed, count: all.size }
   }
 }

@@ -7,7 +7,7 @@ import { AppError } from '../errors.js'
 import type { SandboxDriver } from '../sandbox/driver.js'
 import { DEFAULT_TEMPLATE } from '../templates.js'
 
-/** The module every template's command must run (the sandbox image's CMD: python3 -m replcast_repl). */
+/** The package every template's command must run (the sandbox image's CMD runs replcast_repl.server's main). */
 const REPL_MODULE = 'replcast_repl'
 /** How long an image found unusable stays refused before it is looked at again (it may be rebuilt). */
 const RECHECK_BAD_MS = 5000
