@@ -79,8 +79,8 @@ export const ConfigSchema = Type.Object({
   HOST_MEMORY_SHARE: Num(
     0.8,
     0.05,
-    1,
-    "Share of the Docker host's memory that its sandboxes' memory limits may add up to; past it new sessions answer 503 capacity",
+    4,
+    "Share of the Docker host's memory that its sandboxes' memory limits may add up to; past it new sessions answer 503 capacity. Above 1 it overcommits (a limit is a ceiling: an idle session uses a few MiB; under pressure the OOM killer picks sandboxes first)",
   ),
   DOCKER_TIMEOUT_MS: Int(30000, 100, 600000, 'Timeout of one Docker engine call (create, start, inspect, kill, remove, list)'),
   REDIS_RETRY_MS: Int(
