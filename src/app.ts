@@ -2,6 +2,7 @@
 // (tests pass their own Redis prefix, Docker labels, LLM endpoint) and closed in onClose.
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
 import { fastifySSE } from '@fastify/sse'
+import { eventJson } from './event-json.js'
 import fastifySwagger from '@fastify/swagger'
 import type { Redis } from 'ioredis'
 import { pino, type Logger } from 'pino'
@@ -149,7 +150,8 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     agentSchemas.Message,
     agentSchemas.MessageList,
   ])
-  await app.register(fastifySSE, { heartbeatInterval: config.SSE_HEARTBEAT_MS })
+  // Events' data as eventJson makes it: an output's text escaped once for Redis and every client (src/event-json.ts).
+  await app.register(fastifySSE, { heartbeatInterval: config.SSE_HEARTBEAT_MS, serializer: eventJson })
 
   const rate = new RateLimiter(store, (err) => log.warn({ err }, 'could not add request counts to Redis; retrying'), opts.now)
   const auth = authenticate(config, store, rate, (req) => cluster.isInternal(req.raw), opts.now)

@@ -9,6 +9,7 @@ import type { RedisStore } from '../store/redis-store.js'
 import { ownsLog, type EventPayload, type PendingExecution } from './execution.js'
 import type { LiveSession } from './live-session.js'
 import type { Metrics } from './metrics.js'
+import { eventJson, withTextJson } from '../event-json.js'
 import { isRedisUnavailable, retry } from '../retry.js'
 
 /** Per-event overhead counted against an execution's byte budget (so floods of tiny frames count). */
@@ -50,7 +51,8 @@ export class ExecutionLog {
    * leaves the REPL's own caps room to act first.
    */
   output(live: LiveSession, ex: PendingExecution, event: EventPayload): void {
-    const size = JSON.stringify(event).length + FRAME_OVERHEAD_BYTES
+    const logged = withTextJson({ ...event, pos: ex.frames })
+    const size = eventJson(logged).length + FRAME_OVERHEAD_BYTES
     const text = event.type === 'stdout' || event.type === 'stderr'
     const budget = text ? 2 * live.outputBytes : IMAGES_PER_EXECUTION * this.deps.config.MAX_IMAGE_BYTES * BASE64_GROWTH
     const used = text ? ex.loggedBytes.text : ex.loggedBytes.rich
@@ -60,7 +62,7 @@ export class ExecutionLog {
     }
     if (text) ex.loggedBytes.text += size
     else ex.loggedBytes.rich += size
-    this.append(live, ex, { ...event, pos: ex.frames })
+    this.append(live, ex, logged)
   }
 
   /**

@@ -4,6 +4,7 @@
 // instances append for one tenant at once. Keys: src/store/keys.ts (tenantEventBytes and after).
 import type { ChainableCommander, Redis } from 'ioredis'
 import type { RedisKeys } from './keys.js'
+import { eventJson } from '../event-json.js'
 import { PACK_LUA } from './log-packing.js'
 import type { LoggedEvent } from './records.js'
 import { defineScripts, luaScript, queueScript, runScript } from './scripts.js'
@@ -251,7 +252,7 @@ export class EventBytes {
    * refused) and what was added (a refusal may add a `limit` event).
    */
   async append(tenant: string, sid: string, eid: string, event: object, force = false): Promise<{ id: string | null; added: Appended | null }> {
-    const json = JSON.stringify(event)
+    const json = eventJson(event)
     const [ok, raw] = (await runScript(this.redis, APPEND_SCRIPT, ...this.args(tenant, sid, eid), json, force ? '1' : '0')) as [number, unknown]
     const added = appended(raw, own(event, json))
     return { id: ok === 1 ? (added?.events.at(-1)?.id ?? null) : null, added }
