@@ -22,26 +22,25 @@ function engine() {
     0.5,
     pino({ level: 'silent' }),
   )
-  return { capacity, sandboxes, listings: () => listings }
+  /** A create as the session service makes it: a place, the sandbox, the count after it, the place given up. */
+  const create = async (id: string, mb: number) => {
+    const place = await capacity.reserve(id, mb)
+    sandboxes.set(id, mb * MIB)
+    await place.confirm()
+    place.release()
+  }
+  return { capacity, sandboxes, create, listings: () => listings }
 }
 
 t.test('creates in a row list the engine once before, and each once after its sandbox exists', async (t) => {
   const e = engine()
-  for (const id of ['s1', 's2', 's3']) {
-    const place = await e.capacity.reserve(id, 100)
-    e.sandboxes.set(id, 100 * MIB)
-    await place.confirm()
-    place.release()
-  }
+  for (const id of ['s1', 's2', 's3']) await e.create(id, 100)
   t.equal(e.listings(), 4, 'one listing before the first create, then one confirm per create')
 })
 
 t.test('a refusal comes from a new listing, not from the last one', async (t) => {
   const e = engine()
-  const place = await e.capacity.reserve('big', 400)
-  e.sandboxes.set('big', 400 * MIB)
-  await place.confirm()
-  place.release()
+  await e.create('big', 400)
   // Gone from the engine since it was last listed: the next create fits after all.
   e.sandboxes.delete('big')
   const before = e.listings()
@@ -56,10 +55,7 @@ t.test('a refusal comes from a new listing, not from the last one', async (t) =>
 
 t.test('a place granted from the last listing is counted anew once the sandbox exists', async (t) => {
   const e = engine()
-  const first = await e.capacity.reserve('s1', 100)
-  e.sandboxes.set('s1', 100 * MIB)
-  await first.confirm()
-  first.release()
+  await e.create('s1', 100)
   // Another instance fills the engine meanwhile: the last listing still says there is room.
   e.sandboxes.set('elsewhere', 350 * MIB)
   const place = await e.capacity.reserve('s2', 100)
