@@ -11,6 +11,7 @@ import type { LiveSession } from '../../src/sessions/live-session.js'
 import { createMetrics } from '../../src/sessions/metrics.js'
 import type { DoneStatusT } from '../../src/schemas.js'
 import { memoryTransportPair, type FakeRepl } from '../helpers/memory-transport.js'
+import { eventJson } from '../../src/event-json.js'
 
 type Logged = { type: string; [k: string]: unknown }
 
@@ -24,8 +25,9 @@ class MemoryStore implements RunnerStore {
   log(id: string): Logged[] {
     return this.logs.get(id) ?? []
   }
+  /** Keeps what Redis would: the event's JSON, as the store writes it. */
   private push(id: string, e: object): void {
-    this.logs.set(id, [...this.log(id), e as Logged])
+    this.logs.set(id, [...this.log(id), JSON.parse(eventJson(e)) as Logged])
   }
 
   async acquireRunningSlot(_tenant: string, eid: string): Promise<boolean> {
