@@ -13,6 +13,7 @@ import { DockerSandboxDriver } from './sandbox/docker-driver.js'
 import type { SandboxDriver } from './sandbox/driver.js'
 import { RedisStore } from './store/redis-store.js'
 import { connectRedis } from './store/redis-connect.js'
+import { batchWritesPerTurn } from './store/turn-batching.js'
 import { EventFeed } from './store/event-feed.js'
 import { createSessionLayer } from './sessions/index.js'
 import { createCluster } from './cluster/index.js'
@@ -71,6 +72,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   // A request fails fast (503 unavailable) while Redis is away; the connection keeps retrying.
   const redis = opts.redis ?? connectRedis(config, { lazyConnect: false, maxRetriesPerRequest: 1 })
   const blocking = redis.duplicate()
+  batchWritesPerTurn(redis)
   for (const [name, conn] of [
     ['redis', redis],
     ['redis-blocking', blocking],

@@ -9,7 +9,7 @@ import type { SandboxDriver } from '../sandbox/driver.js'
 import type { ReplFrame } from '../repl/protocol.js'
 import type { EventFeed } from '../store/event-feed.js'
 import type { Appended, ExecutionRecord, RedisStore } from '../store/redis-store.js'
-import { countOf, frameToEvent, newPendingExecution, ownsLog, queuedRecord, unrefTimer, type PendingExecution } from './execution.js'
+import { busyDeadline, countOf, frameToEvent, newPendingExecution, ownsLog, queuedRecord, unrefTimer, type PendingExecution } from './execution.js'
 import { ExecutionLog } from './execution-log.js'
 import { executionFrames, framesToReplay, LiveOverlap } from './log-replay.js'
 import { SlotHolds } from './slot-hold.js'
@@ -110,8 +110,11 @@ export class ExecutionRunner {
     let added: Appended | null = null
     try {
       ex.announcedRunning = !busy
+      // Nothing runs or waits before it: it starts once recorded, and the same round trip records its start.
+      if (!busy) ex.startedAt = Date.now()
       const status = ownsLog(ex) ? { type: 'status', state: busy ? 'queued' : 'running', execution_id: ex.id } : null
-      const started = await this.store.startExecution(queuedRecord(live, ex), status, { max: maxRunning, untilMs: slotUntil })
+      const slot = { max: maxRunning, untilMs: slotUntil, ...(busy ? {} : { idleDeadlineMs: busyDeadline(live, ex, this.config) }) }
+      const started = await this.store.startExecution(queuedRecord(live, ex), status, slot)
       if (started.result === 'no_slot')
         throw new AppError('quota_exceeded', `tenant has ${maxRunning} executions queued or running (the maximum)`, { headers: { 'retry-after': '1' } })
       if (started.result === 'no_session') throw new AppError('session_not_found', `no session ${live.id}`)
@@ -129,6 +132,7 @@ export class ExecutionRunner {
     w.queue.push(ex)
     if (live.state !== 'attached') {
       // The session went away while this was being recorded: it ends at once, with its one `done`.
+      ex.startedAt = 0
       this.events.append(live, ex, {
         type: 'error',
         ename: 'SandboxError',
@@ -149,17 +153,19 @@ export class ExecutionRunner {
     const ex = w.queue.shift()
     if (!ex) return
     w.running = ex
-    ex.startedAt = Date.now()
-    // The REPL starts at once; the start is recorded meanwhile, and the execution's events are
-    // sent after it on the same connection (execution-log.ts), so `status: running` still comes first.
-    const deadline = ex.startedAt + ex.timeoutMs + this.config.INTERRUPT_GRACE_MS + live.idleTimeoutS * 1000
-    const announce = ownsLog(ex) && !ex.announcedRunning
-    ex.chain = this.store
-      .recordStart(live.id, ex.id, ex.startedAt, announce ? { type: 'status', state: 'running', execution_id: ex.id } : null, deadline, live.tenant)
-      .then((added) => {
-        if (announce) this.deps.feed.deliver(live.id, ex.id, added)
-      })
-      .catch((err: unknown) => this.log.error({ err, sessionId: live.id, executionId: ex.id }, 'could not record the start of an execution'))
+    // One that waited: the REPL starts at once, the start is recorded meanwhile, and the events are sent after it on
+    // the same connection (execution-log.ts), so `status: running` comes first. Else enqueue recorded it.
+    if (!ex.startedAt) {
+      ex.startedAt = Date.now()
+      const announce = ownsLog(ex) && !ex.announcedRunning
+      const status = announce ? { type: 'status', state: 'running', execution_id: ex.id } : null
+      ex.chain = this.store
+        .recordStart(live.id, ex.id, ex.startedAt, status, busyDeadline(live, ex, this.config), live.tenant)
+        .then((added) => {
+          if (announce) this.deps.feed.deliver(live.id, ex.id, added)
+        })
+        .catch((err: unknown) => this.log.error({ err, sessionId: live.id, executionId: ex.id }, 'could not record the start of an execution'))
+    }
     ex.timers.push(unrefTimer(ex.timeoutMs, () => this.interruptExecution(live, ex, 'timeout')))
     const sink = (f: ReplFrame) => this.onFrame(live, ex, f)
     const opts = { max_stream_bytes: live.outputBytes, max_image_bytes: this.config.MAX_IMAGE_BYTES, ...(ex.language ? { language: ex.language } : {}) }

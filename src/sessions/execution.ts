@@ -1,5 +1,6 @@
 // One execution as the runner holds it while it is queued or running on this instance, and the
 // mapping of REPL frames to the API events they become.
+import type { Config } from '../config.js'
 import type { DoneStatusT } from '../schemas.js'
 import type { ReplFrame } from '../repl/protocol.js'
 import type { ExecutionRecord } from '../store/redis-store.js'
@@ -100,15 +101,15 @@ export interface PendingExecution {
   onDone?: (status: DoneStatusT, recorded: boolean) => void
 }
 
-/** The record of an execution as it is queued in `live`. */
+/** The record of an execution as it is queued in `live`; running from the start when it has started (`startedAt`). */
 export function queuedRecord(live: Pick<LiveSession, 'id' | 'tenant'>, ex: PendingExecution): ExecutionRecord {
   return {
     id: ex.id,
     session_id: live.id,
     tenant: live.tenant,
-    status: 'queued',
-    created_at: Date.now(),
-    started_at: null,
+    status: ex.startedAt ? 'running' : 'queued',
+    created_at: ex.startedAt || Date.now(),
+    started_at: ex.startedAt || null,
     ended_at: null,
     duration_ms: null,
     execution_count: null,
@@ -143,6 +144,11 @@ export function newPendingExecution(
     loggedBytes: { text: 0, rich: 0 },
     droppedBytes: 0,
   }
+}
+
+/** The session's idle deadline while `ex` runs (from its start): after the longest it may run, its idle timeout. */
+export function busyDeadline(live: Pick<LiveSession, 'idleTimeoutS'>, ex: PendingExecution, config: Pick<Config, 'INTERRUPT_GRACE_MS'>): number {
+  return ex.startedAt + ex.timeoutMs + config.INTERRUPT_GRACE_MS + live.idleTimeoutS * 1000
 }
 
 /** Whether the execution writes its own log (status and done included), rather than into another's. */

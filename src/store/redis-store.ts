@@ -2,7 +2,8 @@
 // their event logs (one Redis Stream per execution; stream ids are the SSE ids).
 import { randomBytes } from 'node:crypto'
 import type { Redis } from 'ioredis'
-import { EventBytes, parseAppend, parseEnd, TRIM_EXECUTIONS, type Appended } from './event-bytes.js'
+import { EventBytes, parseAppend, type Appended } from './event-bytes.js'
+import { TRIM_EXECUTIONS } from './log-scripts.js'
 import { readPage } from './event-pages.js'
 import { PACKED_FIELD, unpack } from './log-packing.js'
 import { defineScripts, queueScript, runScript } from './scripts.js'
@@ -12,9 +13,6 @@ import { fromHash, toHash, type ExecutionRecord, type LoggedEvent, type SessionR
 
 export type { ExecutionRecord, LoggedEvent, SessionRecord } from './records.js'
 export type { Appended } from './event-bytes.js'
-
-/** Fields of an execution record needed only until it ends (see ExecutionRecord). */
-const REQUEUE_FIELDS = ['code', 'kind', 'timeout_ms'] as const
 
 export class RedisStore {
   readonly keys: RedisKeys
@@ -140,19 +138,7 @@ export class RedisStore {
     fields: Partial<ExecutionRecord>,
     session: { fields: Partial<SessionRecord>; deadlineMs: number } | null,
   ): Promise<Appended | null> {
-    const m = this.redis.multi()
-    this.eventBytes.endIn(m, tenant, sid, eid, done)
-    // What re-queues the execution after a restart (its code, up to the body's limit) is kept no longer than it runs.
-    m.hset(this.keys.execution(sid, eid), toHash(fields))
-      .hdel(this.keys.execution(sid, eid), ...REQUEUE_FIELDS)
-      .expire(this.keys.execution(sid, eid), this.opts.eventTtlS)
-      .expire(this.keys.events(sid, eid), this.opts.eventTtlS)
-      .zrem(this.keys.tenantRunning(tenant), eid)
-      .srem(this.keys.sessionUnfinished(sid), eid)
-    if (session)
-      queueScript(m, SESSION_ACTIVITY, this.keys.session(sid), this.keys.deadlines(), session.deadlineMs, sid, ...Object.entries(toHash(session.fields)).flat())
-    const res = await m.exec()
-    return parseEnd(res?.[0]?.[1], done)
+    return this.eventBytes.end({ tenant, sid, eid }, done, toHash(fields), session ? { fields: toHash(session.fields), deadlineMs: session.deadlineMs } : null)
   }
 
   /** Claims up to `max` sessions due at `nowMs` until `nowMs + claimMs`; settle each claim when its work is done. */
@@ -244,15 +230,17 @@ export class RedisStore {
   /**
    * Queues a new execution in one round trip: checks that its session is there, the tenant's and not
    * dead, takes one of the tenant's `max` running slots until `untilMs` at the latest, records it with
-   * its first event (the `status` one; null: it logs elsewhere).
+   * its first event (the `status` one; null: it logs elsewhere). A record that is `running` (with
+   * `idleDeadlineMs`) starts at once: its session is made busy here, as recordStart would make it.
    */
   async startExecution(
     rec: ExecutionRecord,
     firstEvent: object | null,
-    slot: { max: number; untilMs: number },
+    slot: { max: number; untilMs: number; idleDeadlineMs?: number },
     keepPerSession = 100,
   ): ReturnType<EventBytes['start']> {
-    return this.eventBytes.start(rec, toHash(rec), firstEvent, { ...slot, keepPerSession })
+    const idleDeadlineMs = rec.status === 'running' ? (slot.idleDeadlineMs ?? null) : null
+    return this.eventBytes.start(rec, toHash(rec), firstEvent, { max: slot.max, untilMs: slot.untilMs, keepPerSession, now: rec.created_at, idleDeadlineMs })
   }
 
   /** Records a new execution and, in the same round trip, its first event (the `status` one; null: it logs elsewhere). */

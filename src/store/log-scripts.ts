@@ -1,0 +1,216 @@
+// The Lua behind event-bytes.ts: what a tenant's execution logs hold in Redis, kept within its
+// max_event_bytes, and an execution's start and end around its log. Lua, because several API
+// instances append for one tenant at once. Keys: src/store/keys.ts (tenantEventBytes and after).
+import { PACK_LUA } from './log-packing.js'
+import { luaScript } from './scripts.js'
+
+/** What one stream entry costs beyond its JSON (the stream's own bookkeeping, roughly). */
+const ENTRY_OVERHEAD_BYTES = 64
+
+// KEYS: 1 the log's stream, 2 the tenant's total, 3 its bytes per log, 4 its ended logs scored by
+// when they expire, 5 its logs being truncated (bytes refused since the limit event).
+// ARGV: 1 the log ("sid/eid"), 2 the tenant's limit, 3 entries kept per log, 4 the key prefix.
+// A log's keys are built here as keys.ts builds them, for ended logs other than the one named.
+const PRELUDE = `
+local OVERHEAD = ${ENTRY_OVERHEAD_BYTES}
+local stream, totalKey, sizesKey, endedKey, truncKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local member, limit, maxlen, prefix = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+
+local function total() return tonumber(redis.call('GET', totalKey) or '0') end
+
+local function logKey(m, kind)
+  local sid, eid = string.match(m, '^(.-)/(.*)$')
+  return prefix .. '{' .. sid .. '}:' .. kind .. ':' .. eid
+end
+
+-- Forgets a log's bytes (its keys are gone or about to go).
+local function forget(m)
+  local n = tonumber(redis.call('HGET', sizesKey, m) or '0')
+  redis.call('HDEL', sizesKey, m)
+  redis.call('ZREM', endedKey, m)
+  redis.call('DECRBY', totalKey, n)
+end
+
+-- Drops ended logs, oldest first, until \`need\` more bytes fit; false when they still do not.
+local function room(need)
+  while total() + need > limit do
+    local oldest = redis.call('ZRANGE', endedKey, 0, 0)[1]
+    if not oldest then return false end
+    redis.call('UNLINK', logKey(oldest, 'events'), logKey(oldest, 'exec'))
+    forget(oldest)
+  end
+  return true
+end
+
+-- Appends one entry and counts it; trims the log to maxlen entries exactly, giving their bytes back.
+-- What this call added, for the caller to hand to local readers without reading it back: the id
+-- the log ended at before (so a reader can tell the entries follow on from what it has), then each
+-- entry's id and its JSON ('' for the caller's own event, which it already has).
+local added = nil
+local function add(payload, own)
+  if not added then
+    local last = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)[1]
+    added = { last and last[1] or '' }
+  end
+  local id = redis.call('XADD', stream, '*', 'e', payload)
+  added[#added + 1] = id
+  added[#added + 1] = own and '' or payload
+  local n = #payload + OVERHEAD
+  local extra = redis.call('XLEN', stream) - maxlen
+  if extra > 0 then
+    for _, e in ipairs(redis.call('XRANGE', stream, '-', '+', 'COUNT', extra)) do n = n - #e[2][2] - OVERHEAD end
+    redis.call('XTRIM', stream, 'MAXLEN', maxlen)
+  end
+  redis.call('INCRBY', totalKey, n)
+  redis.call('HINCRBY', sizesKey, member, n)
+  return id
+end
+
+local function limitEvent(dropped)
+  return '{"type":"limit","what":"tenant_event_bytes","dropped_bytes":' .. dropped .. '}'
+end
+`
+
+// ARGV: 5 the event's JSON, 6 '1' when it must be kept (status, done: a few bytes each).
+// Returns {1 when it was added (0: refused), what was added (see add)}.
+const APPEND =
+  PRELUDE +
+  `
+local payload, force = ARGV[5], ARGV[6] == '1'
+-- A log that ended and was dropped (or expired) is not brought back.
+if redis.call('ZSCORE', endedKey, member) and redis.call('EXISTS', stream) == 0 then return { 0, {} } end
+local size = #payload + OVERHEAD
+if redis.call('HEXISTS', truncKey, member) == 1 and not force then
+  redis.call('HINCRBY', truncKey, member, size)
+  return { 0, {} }
+end
+if room(size) or force then
+  add(payload, true)
+  return { 1, added }
+end
+-- Truncation begins: the log gets a limit event and keeps nothing more but its status and done.
+redis.call('HSET', truncKey, member, 0)
+add(limitEvent(size))
+return { 0, added }`
+
+// Ends an execution in one round trip. Its log: the log joins the ended ones (first to be dropped),
+// after a limit event counting what was refused since the first one, and its done event; the oldest
+// ended logs that Redis expired meanwhile give their bytes back. Its record: its end's fields, less
+// what re-queues it after a restart (code, kind, timeout_ms: see ExecutionRecord), expiring with its
+// log; its running slot and its place among the session's unfinished executions are freed. Its
+// session, unless it is gone or dead: its fields, and its idle deadline, as SESSION_ACTIVITY does.
+// KEYS: 6 the execution's record, 7 the tenant's running slots, 8 the session's unfinished
+// executions, 9 the session, 10 the idle deadlines.
+// ARGV: 5 the done event's JSON ('' when the log is another's), 6 when the log expires (ms),
+// 7 now (ms), 8 the logs' time to live (ms), 9 the execution id, 10 the session's idle deadline
+// ('': the session is left as it is), 11 how many of the values after it are the record's fields
+// and values, then those, then the session's. Returns what was added to the log (see add).
+const END =
+  PRELUDE +
+  `
+local done, expireAt, now, ttl = ARGV[5], ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8])
+local exec, running, unfinished, session, deadlines = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
+local eid, sessionDeadline, n = ARGV[9], ARGV[10], tonumber(ARGV[11])
+local refused = tonumber(redis.call('HGET', truncKey, member) or '-1')
+redis.call('HDEL', truncKey, member)
+if refused > 0 then
+  local e = limitEvent(refused)
+  room(#e + OVERHEAD)
+  add(e)
+end
+if done ~= '' then
+  room(#done + OVERHEAD)
+  add(done, true)
+end
+if redis.call('HEXISTS', sizesKey, member) == 1 then redis.call('ZADD', endedKey, expireAt, member) end
+for _, m in ipairs(redis.call('ZRANGE', endedKey, '-inf', now, 'BYSCORE', 'LIMIT', 0, 16)) do
+  local key = logKey(m, 'events')
+  if redis.call('EXISTS', key) == 0 then key = logKey(m, 'exec') end -- packed into its record (log-packing.ts)
+  local at = redis.call('PEXPIRETIME', key)
+  if at == -2 then forget(m)
+  elseif at == -1 then
+    redis.call('PEXPIREAT', key, now + ttl)
+    redis.call('ZADD', endedKey, now + ttl, m)
+  else redis.call('ZADD', endedKey, at, m) end -- it lives longer than its end said (its session was deleted)
+end
+redis.call('HSET', exec, unpack(ARGV, 12, 11 + n))
+redis.call('HDEL', exec, 'code', 'kind', 'timeout_ms')
+redis.call('PEXPIREAT', exec, expireAt)
+redis.call('PEXPIREAT', stream, expireAt)
+redis.call('ZREM', running, eid)
+redis.call('SREM', unfinished, eid)
+if sessionDeadline ~= '' then
+  local st = redis.call('HGET', session, 'status')
+  if st and st ~= 'dead' then
+    redis.call('HSET', session, unpack(ARGV, 12 + n))
+    redis.call('ZADD', deadlines, sessionDeadline, string.match(member, '^(.-)/'))
+  end
+end
+return added or {}`
+
+// A session lists its latest executions (for GET .../executions); the ones it lists no more are
+// kept in a set scored by when their logs have expired at the latest, so that deleting the session
+// finds every log it had.
+const TRIM_LIST = 'trimList'
+const TRIM_LIST_LUA = `
+local function ${TRIM_LIST}(list, older, keep, expireAt, now)
+  for _, id in ipairs(redis.call('LRANGE', list, keep, -1)) do redis.call('ZADD', older, expireAt, id) end
+  redis.call('LTRIM', list, 0, keep - 1)
+  redis.call('ZREMRANGEBYSCORE', older, '-inf', now)
+end
+`
+/** The same, alone. KEYS: 1 the list, 2 the older set. ARGV: 1 kept, 2 expiry of those trimmed (ms), 3 now (ms). */
+export const TRIM_EXECUTIONS = luaScript('trim_executions', 2, TRIM_LIST_LUA + `${TRIM_LIST}(KEYS[1], KEYS[2], tonumber(ARGV[1]), ARGV[2], ARGV[3])`)
+
+// Queues a new execution in one round trip: checks its session (there, the tenant's, alive), takes
+// one of the tenant's running slots (as ACQUIRE_SLOT in session-scripts.ts does), records the execution and
+// logs its first event. KEYS: 6 the tenant's running slots, 7 the execution, 8 the session's
+// executions, 9 its unfinished ones, 10 the session, 11 its older executions, 12 the idle deadlines.
+// ARGV: 5 the first event's JSON ('' none), 6 now (ms), 7 the tenant's cap, 8 when the slot frees
+// itself (ms), 9 the execution id, 10 executions listed per session, 11 the tenant, 12 when the logs
+// of executions listed no more have expired at the latest (ms), 13 the session's idle deadline when
+// the execution starts at once ('' when it waits: its start is recorded when it starts; otherwise
+// the session becomes busy here, as SESSION_ACTIVITY would make it), 14... the record's fields and values.
+// The session's latest two earlier executions, once ended, have their logs packed (log-packing.ts).
+// Returns {1, added}, {0}: no slot, {-1}: no such session, {-2, why}: the session is dead.
+const START =
+  PRELUDE +
+  TRIM_LIST_LUA +
+  PACK_LUA +
+  `
+local running, exec, list, unfinished, session, older, deadlines = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12]
+local s = redis.call('HMGET', session, 'tenant', 'status', 'status_detail')
+if s[1] ~= ARGV[11] then return { -1 } end
+if s[2] == 'dead' then return { -2, s[3] or '' } end
+redis.call('ZREMRANGEBYSCORE', running, '-inf', ARGV[6])
+if redis.call('ZCARD', running) >= tonumber(ARGV[7]) then return { 0 } end
+redis.call('ZADD', running, ARGV[8], ARGV[9])
+redis.call('PEXPIREAT', running, math.ceil(tonumber(redis.call('ZRANGE', running, 0, 0, 'REV', 'WITHSCORES')[2])))
+redis.call('HSET', exec, unpack(ARGV, 14))
+local sid = string.match(member, '^(.-)/')
+if ARGV[13] ~= '' then
+  redis.call('HSET', session, 'status', 'busy', 'last_active_at', ARGV[6])
+  redis.call('ZADD', deadlines, ARGV[13], sid)
+end
+for _, id in ipairs(redis.call('LRANGE', list, 0, 1)) do pack(sid .. '/' .. id) end
+redis.call('LPUSH', list, ARGV[9])
+${TRIM_LIST}(list, older, tonumber(ARGV[10]), ARGV[12], ARGV[6])
+redis.call('SADD', unfinished, ARGV[9])
+if ARGV[5] ~= '' then add(ARGV[5], true) end
+return { 1, added or {} }`
+
+// Drops the logs (and execution records) of a deleted session and gives their bytes back.
+// ARGV: 5... the logs ("sid/eid").
+const DROP =
+  PRELUDE +
+  `
+for i = 5, #ARGV do
+  redis.call('UNLINK', logKey(ARGV[i], 'events'), logKey(ARGV[i], 'exec'))
+  forget(ARGV[i])
+end
+return 1`
+
+export const APPEND_SCRIPT = luaScript('append_event', 5, APPEND)
+export const DROP_SCRIPT = luaScript('drop_logs', 5, DROP)
+export const START_SCRIPT = luaScript('start_execution', 12, START)
+export const END_SCRIPT = luaScript('end_execution', 10, END)
