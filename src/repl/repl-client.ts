@@ -173,6 +173,12 @@ export class ReplClient {
     this.transport.close()
   }
 
+  /** Holds the sandbox's frames back (`true`: where the transport can; they wait in the sandbox) or lets them come again. */
+  holdFrames(hold: boolean): void {
+    if (hold) this.transport.pause?.()
+    else this.transport.resume?.()
+  }
+
   /**
    * Writes one frame, unless what already waits for the sandbox (a sandbox that stopped reading
    * its input) would pass the bound: then the channel is ended instead. A frame into an empty

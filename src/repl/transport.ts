@@ -5,6 +5,9 @@ export interface ReplTransport {
   write(data: string): void
   /** Bytes written but not yet taken by the other side (a REPL that stops reading makes it grow); absent: unknown. */
   bufferedBytes?(): number
+  /** Stops handing over the REPL's stdout until resume(): it waits in the sandbox, whose writes then block. Absent: never held. */
+  pause?(): void
+  resume?(): void
   /** Registers the receiver of the REPL's stdout bytes. */
   onData(cb: (chunk: Buffer) => void): void
   /** Called once when the channel closes, for whatever reason. */

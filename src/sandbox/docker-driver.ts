@@ -257,6 +257,14 @@ export class AttachTransport implements ReplTransport {
     return this.socket.writableLength
   }
 
+  pause(): void {
+    this.socket.pause()
+  }
+
+  resume(): void {
+    this.socket.resume()
+  }
+
   onData(cb: (chunk: Buffer) => void): void {
     this.dataCb = cb
     const early = this.early

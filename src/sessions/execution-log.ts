@@ -14,6 +14,13 @@ import { isRedisUnavailable, retry } from '../retry.js'
 
 /** Per-event overhead counted against an execution's byte budget (so floods of tiny frames count). */
 const FRAME_OVERHEAD_BYTES = 64
+/**
+ * Output sent to Redis and not yet stored, per session: past the first bound the sandbox's frames
+ * are held back (they wait in the sandbox, whose writes block) until Redis has caught up to the
+ * second. Output then never piles up in this process faster than Redis takes it.
+ */
+const UNSTORED_HOLD_BYTES = 2 << 20
+const UNSTORED_RESUME_BYTES = 512 << 10
 /** Rich events (results, displays, errors) an execution may log at the image size cap. */
 const IMAGES_PER_EXECUTION = 4
 const BASE64_GROWTH = 1.4
@@ -27,6 +34,9 @@ export interface ExecutionLogDeps {
 }
 
 export class ExecutionLog {
+  /** Bytes of output each session has sent Redis that it has not stored yet, and whether its frames are held back. */
+  private readonly unstored = new WeakMap<LiveSession, { bytes: number; held: boolean }>()
+
   constructor(private readonly deps: ExecutionLogDeps) {}
 
   /**
@@ -34,14 +44,41 @@ export class ExecutionLog {
    * one Redis connection keeps the order in which the execution's writes are sent (its start, its
    * events, its end), so none waits for the reply to the one before it.
    */
-  append(live: LiveSession, ex: PendingExecution, event: EventPayload): void {
+  append(live: LiveSession, ex: PendingExecution, event: EventPayload, bytes = 0): void {
     const { logId, tag, observe } = ex.target
     if (observe && !observe(event)) return
+    if (bytes) this.sent(live, bytes)
     // Past the tenant's max_event_bytes it is refused; the log may have got a limit event instead.
     this.deps.store.appendLive(live.id, logId, { ...event, ...tag }, live.tenant).then(
-      (added) => this.deps.feed.deliver(live.id, logId, added),
-      (err: unknown) => this.deps.log.error({ err, sessionId: live.id, executionId: ex.id }, 'event append failed'),
+      (added) => {
+        if (bytes) this.stored(live, bytes)
+        this.deps.feed.deliver(live.id, logId, added)
+      },
+      (err: unknown) => {
+        if (bytes) this.stored(live, bytes)
+        this.deps.log.error({ err, sessionId: live.id, executionId: ex.id }, 'event append failed')
+      },
     )
+  }
+
+  private sent(live: LiveSession, bytes: number): void {
+    let u = this.unstored.get(live)
+    if (!u) this.unstored.set(live, (u = { bytes: 0, held: false }))
+    u.bytes += bytes
+    if (!u.held && u.bytes > UNSTORED_HOLD_BYTES) {
+      u.held = true
+      live.client.holdFrames(true)
+    }
+  }
+
+  private stored(live: LiveSession, bytes: number): void {
+    const u = this.unstored.get(live)
+    if (!u) return
+    u.bytes -= bytes
+    if (u.held && u.bytes <= UNSTORED_RESUME_BYTES) {
+      u.held = false
+      live.client.holdFrames(false)
+    }
   }
 
   /**
@@ -62,7 +99,7 @@ export class ExecutionLog {
     }
     if (text) ex.loggedBytes.text += size
     else ex.loggedBytes.rich += size
-    this.append(live, ex, logged)
+    this.append(live, ex, logged, size)
   }
 
   /**

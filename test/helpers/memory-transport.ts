@@ -11,6 +11,8 @@ export class MemoryTransport implements ReplTransport {
   peer!: FakeRepl
   closed = false
   closeError: Error | undefined
+  /** Held back by pause(): the REPL's bytes wait (here) until resume(). */
+  paused = false
   private dataCb: ((chunk: Buffer) => void) | null = null
   private early: Buffer[] = []
   private readonly closeCbs: Array<(err?: Error) => void> = []
@@ -34,10 +36,19 @@ export class MemoryTransport implements ReplTransport {
     this.shut()
   }
 
-  /** Bytes from the fake REPL (kept until a receiver is registered). */
+  pause(): void {
+    this.paused = true
+  }
+
+  resume(): void {
+    this.paused = false
+    while (!this.paused && this.dataCb && this.early.length) this.dataCb(this.early.shift()!)
+  }
+
+  /** Bytes from the fake REPL (kept until a receiver is registered, and while paused). */
   deliver(chunk: Buffer): void {
     if (this.closed) return
-    if (this.dataCb) this.dataCb(chunk)
+    if (this.dataCb && !this.paused) this.dataCb(chunk)
     else this.early.push(chunk)
   }
 
