@@ -3,7 +3,7 @@
 // a benchmark reads of it: CPU time and RSS from /proc, Redis CPU time and the bytes its keys hold.
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { existsSync, readFileSync, rmSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { Redis } from 'ioredis'
 import { createServer } from 'node:net'
@@ -143,6 +143,35 @@ export function cpuMs(pid: number): number {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
   const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
   return ((Number(f[11]) + Number(f[12])) * 1000) / CLK_TCK
+}
+
+/** CPU time of the whole machine (every core, ms), and of the processes that carry sandbox I/O, by their command name. */
+export interface MachineCpu {
+  busyMs: number
+  dockerdMs: number
+  /** containerd and the containerd shims (one per container). */
+  containerdMs: number
+  /** The sandboxes' Python processes (the REPLs). */
+  sandboxMs: number
+}
+
+export function machineCpu(): MachineCpu {
+  const [user, nice, system, , , irq, softirq, steal] = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number)
+  const out = { busyMs: ((user! + nice! + system! + irq! + softirq! + steal!) * 1000) / CLK_TCK, dockerdMs: 0, containerdMs: 0, sandboxMs: 0 }
+  for (const pid of readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
+    let comm = ''
+    let ms = 0
+    try {
+      comm = readFileSync(`/proc/${pid}/comm`, 'utf8').trim()
+      ms = comm === 'dockerd' || comm.startsWith('containerd') || comm === 'python3' ? cpuMs(Number(pid)) : 0
+    } catch {
+      continue // gone meanwhile
+    }
+    if (comm === 'dockerd') out.dockerdMs += ms
+    else if (comm.startsWith('containerd')) out.containerdMs += ms
+    else if (comm === 'python3') out.sandboxMs += ms
+  }
+  return out
 }
 
 export function rssBytes(pid: number): number {

@@ -20,13 +20,14 @@ const PACK_MAX_ENTRIES = 16
 
 /**
  * Lua: `pack(m)` packs log `m` ("sid/eid") when it has ended (it is among the tenant's ended logs),
- * its record lives (it expires with it) and it is small. Needs the PRELUDE of event-bytes.ts (logKey, endedKey).
+ * its record lives (it expires with it) and it is small. Needs the PRELUDE of log-scripts.ts (logKey, endedKey).
  */
 export const PACK_LUA = `
 local function pack(m)
-  if not redis.call('ZSCORE', endedKey, m) then return end
   local stream, exec = logKey(m, 'events'), logKey(m, 'exec')
-  if redis.call('XLEN', stream) > ${PACK_MAX_ENTRIES} or redis.call('PTTL', exec) <= 0 then return end
+  -- An empty (or gone) stream first: the log the last start packed is the usual one asked again.
+  local n = redis.call('XLEN', stream)
+  if n == 0 or n > ${PACK_MAX_ENTRIES} or not redis.call('ZSCORE', endedKey, m) or redis.call('PTTL', exec) <= 0 then return end
   local parts, size, prev = {}, 0, nil
   for _, e in ipairs(redis.call('XRANGE', stream, '-', '+')) do
     local json = e[2][2]
@@ -38,7 +39,6 @@ local function pack(m)
     parts[#parts + 1] = id
     parts[#parts + 1] = json
   end
-  if #parts == 0 then return end
   redis.call('HSET', exec, '${PACKED_FIELD}', table.concat(parts, '\\n'))
   redis.call('DEL', stream)
 end
