@@ -7,6 +7,7 @@ import { AppError } from '../errors.js'
 import type { RedisStore } from '../store/redis-store.js'
 import type { RateLimiter } from './rate-limit.js'
 import { streamTokenSecret, verifyStreamToken } from './stream-token.js'
+import { bindRequestLog } from './request-log.js'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -55,7 +56,7 @@ export function authenticate(
     if (!tenant)
       throw new AppError('unauthorized', m ? 'the API key is not valid' : 'send Authorization: Bearer <api key>', { headers: { 'www-authenticate': 'Bearer' } })
     request.tenant = tenant
-    request.log = request.log.child({ tenant })
+    bindRequestLog(request, { tenant })
     if (passedOn(request)) return
     const perMinute = config.tenantLimits.for(tenant).rate_per_min
     const { ok, resetMs } = await rate.take(tenant, perMinute, now())

@@ -4,6 +4,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Executions } from '../sessions/index.js'
 import { sendExecution } from './execution-json.js'
 import type { SseStreams } from './sse.js'
+import { bindRequestLog } from './request-log.js'
 
 export async function replyWithExecution(
   req: FastifyRequest,
@@ -15,7 +16,7 @@ export async function replyWithExecution(
   /** location: false for an execution whose session goes when it ends (a one-shot): it would name nothing. */
   opts: { location?: boolean } = {},
 ): Promise<FastifyReply | undefined> {
-  req.log = req.log.child({ sessionId: sid, executionId: eid })
+  bindRequestLog(req, { sessionId: sid, executionId: eid })
   if (opts.location !== false) reply.header('location', `/v1/sessions/${sid}/executions/${eid}`)
   if (reply.sse) {
     await deps.streams.pipe(req, reply, (onEvent, signal) => deps.executions.follow(sid, eid, '', onEvent, signal))

@@ -40,8 +40,9 @@ export function testEnv(extra: Record<string, string> = {}): Record<string, stri
 /**
  * `env` may name REPLCAST_KEY_PREFIX / REPLCAST_DEPLOYMENT to share them with another app (a second instance).
  * `opts.now`: the clock of time windows (LLM budgets), for tests that must not straddle a window's end.
+ * `opts.logLines`: the app logs at level info into it.
  */
-export async function startApp(t: Test, env: Record<string, string> = {}, opts: { now?: () => number } = {}): Promise<Harness> {
+export async function startApp(t: Test, env: Record<string, string> = {}, opts: { now?: () => number; logLines?: string[] } = {}): Promise<Harness> {
   const tag = randomBytes(4).toString('hex')
   const prefix = env.REPLCAST_KEY_PREFIX ?? `replcast-test-${tag}:`
   const deployment = env.REPLCAST_DEPLOYMENT ?? `test-${tag}`
@@ -58,7 +59,9 @@ export async function startApp(t: Test, env: Record<string, string> = {}, opts: 
     prefix,
     redis,
     async start() {
-      app = await buildApp({ config: { ...config, PORT: port }, logger: pino({ level: config.LOG_LEVEL }), now: opts.now })
+      const lines = opts.logLines
+      const logger = lines ? pino({ level: 'info' }, { write: (line: string) => void lines.push(line) }) : pino({ level: config.LOG_LEVEL })
+      app = await buildApp({ config: { ...config, PORT: port }, logger, now: opts.now })
       await app.listen({ host: '127.0.0.1', port })
       const addr = app.server.address()
       port = typeof addr === 'object' && addr ? addr.port : port

@@ -5,6 +5,7 @@ import { Type } from 'typebox'
 import { CreateSessionBody, Session, SessionList } from '../../schemas.js'
 import type { Executions, SessionService } from '../../sessions/index.js'
 import { problems, ref, SessionParams } from '../schema-refs.js'
+import { bindRequestLog } from '../request-log.js'
 
 export async function sessionRoutes(app: FastifyInstance, { sessions, executions }: { sessions: SessionService; executions: Executions }): Promise<void> {
   const r = app.withTypeProvider<TypeBoxTypeProvider>()
@@ -33,7 +34,7 @@ export async function sessionRoutes(app: FastifyInstance, { sessions, executions
     },
     async (req, reply) => {
       const s = await sessions.create(req.tenant, req.body ?? {})
-      req.log = req.log.child({ sessionId: s.id })
+      bindRequestLog(req, { sessionId: s.id })
       reply.code(201).header('location', `/v1/sessions/${s.id}`)
       return s
     },
