@@ -112,7 +112,7 @@ local done, expireAt, now, ttl = ARGV[5], ARGV[6], tonumber(ARGV[7]), tonumber(A
 local exec, running, unfinished, session, deadlines = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
 local eid, sessionDeadline, n = ARGV[9], ARGV[10], tonumber(ARGV[11])
 local refused = tonumber(redis.call('HGET', truncKey, member) or '-1')
-redis.call('HDEL', truncKey, member)
+if refused >= 0 then redis.call('HDEL', truncKey, member) end
 if refused > 0 then
   local e = limitEvent(refused)
   room(#e + OVERHEAD)
@@ -135,8 +135,8 @@ for _, m in ipairs(redis.call('ZRANGE', endedKey, '-inf', now, 'BYSCORE', 'LIMIT
 end
 redis.call('HSET', exec, unpack(ARGV, 12, 11 + n))
 redis.call('HDEL', exec, 'code', 'kind', 'timeout_ms')
-redis.call('PEXPIREAT', exec, expireAt)
-redis.call('PEXPIREAT', stream, expireAt)
+redis.call('PEXPIRE', exec, ttl)
+redis.call('PEXPIRE', stream, ttl)
 redis.call('ZREM', running, eid)
 redis.call('SREM', unfinished, eid)
 if sessionDeadline ~= '' then
@@ -193,8 +193,8 @@ if ARGV[13] ~= '' then
   redis.call('ZADD', deadlines, ARGV[13], sid)
 end
 for _, id in ipairs(redis.call('LRANGE', list, 0, 1)) do pack(sid .. '/' .. id) end
-redis.call('LPUSH', list, ARGV[9])
-${TRIM_LIST}(list, older, tonumber(ARGV[10]), ARGV[12], ARGV[6])
+-- Trimmed (and its older ones' expired ids dropped) once it lists more than it keeps.
+if redis.call('LPUSH', list, ARGV[9]) > tonumber(ARGV[10]) then ${TRIM_LIST}(list, older, tonumber(ARGV[10]), ARGV[12], ARGV[6]) end
 redis.call('SADD', unfinished, ARGV[9])
 if ARGV[5] ~= '' then add(ARGV[5], true) end
 return { 1, added or {} }`
