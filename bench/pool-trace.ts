@@ -18,11 +18,11 @@ const SAMPLES = Number(process.env.BENCH_TRACE_SAMPLES ?? 20)
 const PHASES: Array<[string, RegExp, 'at' | 'end']> = [
   ['request in (HTTP parse)', /^server: request in/, 'at'],
   ['auth, rate limit, placement, validation', /^server: handler starts/, 'at'],
-  ['session: limits, pool take (CPU)', /^eval \{ses\}:session/, 'at'],
+  ['session: limits, pool take (CPU)', /^evalsha create_session /, 'at'],
   ['session: record, probe, binding, lease, ready', /^zadd deadlines/, 'end'],
-  ['execution: slot and record', /^multi {2}\+ hset \{ses\}:exec:exe_ \+ lpush/, 'end'],
-  ['REPL round trip, output appended', /zrem tenant:/, 'at'],
-  ['end recorded', /zrem tenant:/, 'end'],
+  ['execution: slot, record and start', /^evalsha start_execution /, 'end'],
+  ['REPL round trip, output appended', /^evalsha end_execution /, 'at'],
+  ['end recorded', /^evalsha end_execution /, 'end'],
   ['reply written', /^server: response finished/, 'at'],
   ['client has read it', /^client: reply read/, 'at'],
 ]

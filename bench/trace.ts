@@ -40,6 +40,13 @@ function firstKey(c: SentCommand, prefix: string): string {
   return (s.startsWith(prefix) ? s.slice(prefix.length) : s).replace(/\{(ses|exe)_[^}]*\}/g, '{$1}').replace(/:(exe_)[A-Za-z0-9_-]+/g, ':$1')
 }
 
+/** A script's name (as defined on the connection, less `replcast_`) from its SHA1, for `evalsha` entries. */
+function scriptName(redis: Redis, sha: unknown): string {
+  const scripts = (redis as unknown as { scriptsSet?: Record<string, { sha?: string }> }).scriptsSet ?? {}
+  const found = Object.entries(scripts).find(([, s]) => s.sha === sha)
+  return found ? ` ${found[0].replace(/^replcast_/, '')}` : ''
+}
+
 function install(): void {
   if (installed) return
   installed = true
@@ -56,7 +63,8 @@ function install(): void {
     // The event feed's blocking XREAD waits on purpose: not a round trip of any request.
     if (c.name.toLowerCase() === 'xread' || c.name.toLowerCase() === 'client') return out
     const at = performance.now() - t.t0
-    const what = `${c.name.toLowerCase()} ${firstKey(c, t.prefix)}`
+    const name = c.name.toLowerCase()
+    const what = `${name}${name === 'evalsha' ? scriptName(this, c.args[0]) : ''} ${firstKey(c, t.prefix)}`
     const isPipeline = (stream as { isPipeline?: boolean } | undefined)?.isPipeline === true
     if (isPipeline && batch && batch.stream === stream) {
       batch.entry.what += ` + ${what}`
