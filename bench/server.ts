@@ -71,7 +71,9 @@ export async function startServer(env: Record<string, string> = {}): Promise<Ben
   const deployment = `bench-${tag}`
   build()
   const port = await freePort()
-  const args = process.env.BENCH_SERVER === 'ts' ? [...process.execArgv, `${ROOT}src/server.ts`] : [`${BUILD}server.js`]
+  // BENCH_SERVER_NODE_ARGS: node's own flags for the server, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof".
+  const nodeArgs = (process.env.BENCH_SERVER_NODE_ARGS ?? '').split(' ').filter(Boolean)
+  const args = [...nodeArgs, ...(process.env.BENCH_SERVER === 'ts' ? [...process.execArgv, `${ROOT}src/server.ts`] : [`${BUILD}server.js`])]
   const child: ChildProcess = spawn(process.execPath, args, {
     env: {
       ...process.env,

@@ -20,6 +20,11 @@ from .flusher import Flusher
 from .outstream import OutStream
 
 MAX_FRAME_TEXT_BYTES = 64 * 1024  # a pending buffer this big is framed at once
+# What one frame's text holds at most, in characters. The host keeps a frame's line, its text, the
+# text's JSON and the event's under 128 KiB each: past that V8 puts a string in its large-object
+# space, and handling it costs about ten times as much per byte. A frame's line is ASCII (non-ASCII
+# is escaped, 6 bytes a character), so text that is not ASCII goes in smaller pieces.
+FRAME_TEXT_CHARS = {True: 64 * 1024, False: 16 * 1024}  # keyed by str.isascii()
 READ_CHUNK_BYTES = 256 * 1024
 PIPE_SIZE_BYTES = 1024 * 1024
 F_SETPIPE_SZ = 1031               # fcntl.F_SETPIPE_SZ (Linux)
@@ -298,7 +303,9 @@ class Capture(Flusher):
         if exec_id is None or not self._pending:
             return  # idle text waits for the next execution
         for name, text in self._pending:
-            self.channel.put({"v": PROTOCOL_VERSION, "type": "stream", "exec_id": exec_id,
-                              "name": name, "text": text}, hold=True)
+            step = FRAME_TEXT_CHARS[text.isascii()]
+            for at in range(0, len(text), step):
+                self.channel.put({"v": PROTOCOL_VERSION, "type": "stream", "exec_id": exec_id,
+                                  "name": name, "text": text[at:at + step]}, hold=True)
         self._pending = []
         self._pending_bytes = 0

@@ -5,6 +5,7 @@ test_docker.py reruns OutputTests through `docker run -i` of the image.
 """
 
 import base64
+import json
 import unittest
 
 from harness import ReplTestCase, b64, dedent, done_of, have_module, only, stream_text
@@ -102,6 +103,25 @@ class OutputTests(ReplTestCase):
         self.assertLess(frames.index(limits[0]), frames.index(done_of(frames)))
         rss_kib = int(self.eval_text("import resource\nresource.getrusage(resource.RUSAGE_SELF).ru_maxrss"))
         self.assertLess(rss_kib, 150 * 1024, "REPL peak RSS %d KiB" % rss_kib)
+
+    def test_bulk_output_comes_in_frames_the_host_handles_cheaply(self):
+        # One 1 MiB os.write is read whole, then framed in pieces: 64 Ki characters of ASCII text,
+        # 16 Ki of other text (escaped 6 bytes a character), every line under 128 KiB.
+        code = dedent("""
+            import os
+            os.write(1, b'a' * 1048576)
+            os.write(1, ('\\u00e9' * 300000).encode())
+        """)
+        frames = self.execute_ok(code, max_stream_bytes=4 << 20)
+        streams = only(frames, "stream")
+        self.assertEqual(stream_text(frames), "a" * 1048576 + "\u00e9" * 300000)
+        ascii_sizes = [len(f["text"]) for f in streams if f["text"].isascii()]
+        other_sizes = [len(f["text"]) for f in streams if not f["text"].isascii()]
+        self.assertLessEqual(max(ascii_sizes), 64 * 1024)
+        self.assertEqual(max(ascii_sizes), 64 * 1024, "ASCII text is framed in full 64 Ki pieces")
+        self.assertLessEqual(max(other_sizes), 16 * 1024)
+        for f in streams:  # as the channel encodes it: ASCII, compact
+            self.assertLess(len(json.dumps(f, separators=(",", ":"))), 128 * 1024)
 
     def test_per_execution_stream_cap(self):
         frames = self.execute_ok("import sys\nsys.stdout.write('z' * 5000)", max_stream_bytes=1000)
