@@ -1,5 +1,5 @@
 // An output event's JSON with its text escaped once. A `stdout` event's text is up to a REPL frame
-// (256 KiB) and escaping it is most of what an event costs the API: the escaped text is made once,
+// (64 Ki characters) and escaping it is most of what an event costs the API: the escaped text is made once,
 // when the output arrives, and goes as it is into the event's byte count, its Redis entry and the
 // data of every SSE client on this instance.
 

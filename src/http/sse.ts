@@ -6,6 +6,8 @@ import type { LoggedEvent } from '../store/redis-store.js'
 
 /** Why a stream's follow stops (made once: an abort without a reason builds a DOMException each time). */
 const CLOSED = new Error('the SSE stream closed')
+/** How long a stream's head and first events wait for more to leave with them (a status is no output). */
+const FIRST_WRITE_HOLD_MS = 5
 
 export class SseStreams {
   private readonly open = new Set<{ ac: AbortController; reply: FastifyReply }>()
@@ -29,23 +31,42 @@ export class SseStreams {
     sse.onClose(abort)
     // Events sent in one turn of the event loop (output and the `done` after it, then the end of the
     // response) leave in one write: one TCP segment for the client, or for the instance relaying it.
+    // A stream that opens with a `status` (no output) has its head and that status wait up to
+    // FIRST_WRITE_HOLD_MS for the next event to join them: a short execution's head, status, output
+    // and done then reach the client in one write. Output never waits.
     let corked = false
+    let sentAny = false
+    let firstHold: NodeJS.Timeout | null = null
     const uncork = () => {
       corked = false
       reply.raw.socket?.uncork()
+    }
+    const releaseFirst = () => {
+      if (!firstHold) return
+      clearTimeout(firstHold)
+      firstHold = null
+      process.nextTick(uncork)
     }
     try {
       if (this.shuttingDown) return
       await follow(async (e) => {
         const { id, type, seq: _seq, pos: _pos, ...payload } = e
-        if (!corked && reply.raw.socket) {
+        const socket = reply.raw.socket
+        if (!corked && socket) {
           corked = true
-          reply.raw.socket.cork()
-          process.nextTick(uncork)
-        }
+          socket.cork()
+          if (sentAny || type !== 'status') process.nextTick(uncork)
+          else
+            firstHold = setTimeout(() => {
+              firstHold = null
+              uncork()
+            }, FIRST_WRITE_HOLD_MS)
+        } else releaseFirst()
+        sentAny = true
         await untilAborted(sse.send({ id, event: type, data: { type, ...payload } }), ac.signal)
       }, ac.signal)
     } finally {
+      releaseFirst()
       reply.raw.off('close', abort)
       this.open.delete(entry)
     }

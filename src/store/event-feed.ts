@@ -10,8 +10,8 @@ import type { Appended, LoggedEvent, RedisStore } from './redis-store.js'
 const BLOCK_MS = 5000
 /**
  * Events handed to one reader and not yet sent on: past this many bytes, it drops them and reads
- * Redis instead (a slow client). A fast client of bulk output (256 KiB events) is often a few events
- * behind: at 1 MiB it fell back to Redis about 25 times per 50 MB, and the API spent a third more CPU.
+ * Redis instead (a slow client). A fast client of bulk output (events of up to 64 KiB) is often a few
+ * events behind: at 1 MiB it fell back to Redis about 25 times per 50 MB, and the API spent a third more CPU.
  */
 const PENDING_MAX_BYTES = 4 * 1024 * 1024
 
