@@ -20,10 +20,11 @@ from .flusher import Flusher
 from .outstream import OutStream
 
 MAX_FRAME_TEXT_BYTES = 64 * 1024  # a pending buffer this big is framed at once
-# What one frame's text holds at most, in characters. The host keeps a frame's line, its text, the
-# text's JSON and the event's under 128 KiB each: past that V8 puts a string in its large-object
-# space, and handling it costs about ten times as much per byte. A frame's line is ASCII (non-ASCII
-# is escaped, 6 bytes a character), so text that is not ASCII goes in smaller pieces.
+# What one frame's text holds at most, in characters, so that the host's strings for it (the
+# frame's line, its text, the text's JSON, the event's) stay under 128 KiB: past that V8 puts a
+# string in its large-object space, and handling it costs about ten times as much per byte. A
+# frame's line is ASCII (non-ASCII is escaped, 6 bytes a character), so text that is not ASCII goes
+# in smaller pieces. (Control characters, escaped the same way, are rare enough not to count.)
 FRAME_TEXT_CHARS = {True: 64 * 1024, False: 16 * 1024}  # keyed by str.isascii()
 READ_CHUNK_BYTES = 256 * 1024
 PIPE_SIZE_BYTES = 1024 * 1024
