@@ -5,7 +5,20 @@ import tseslint from 'typescript-eslint'
 
 export default tseslint.config(
   // Build output, local state, generated test files and the Python image are not ours to lint.
-  { ignores: ['dist/', 'node_modules/', '.replcast/', '.tap/', 'test/.generated/', 'sandbox-image/', 'clients/typescript/dist/'] },
+  // .tmp-bench/ and bench/results/: what npm run bench builds and writes.
+  {
+    ignores: [
+      'dist/',
+      'node_modules/',
+      '.replcast/',
+      '.tap/',
+      'test/.generated/',
+      'sandbox-image/',
+      'clients/typescript/dist/',
+      '.tmp-bench/',
+      'bench/results/',
+    ],
+  },
   js.configs.recommended,
   tseslint.configs.recommendedTypeChecked,
   {
