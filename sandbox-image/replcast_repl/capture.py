@@ -25,7 +25,8 @@ MAX_FRAME_TEXT_BYTES = 64 * 1024  # a pending buffer this big is framed at once
 # string in its large-object space, and handling it costs about ten times as much per byte. A
 # frame's line is ASCII (non-ASCII is escaped, 6 bytes a character), so text that is not ASCII goes
 # in smaller pieces. (Control characters, escaped the same way, are rare enough not to count.)
-FRAME_TEXT_CHARS = {True: 64 * 1024, False: 16 * 1024}  # keyed by str.isascii()
+ASCII_FRAME_CHARS = 64 * 1024
+OTHER_FRAME_CHARS = 16 * 1024
 READ_CHUNK_BYTES = 256 * 1024
 PIPE_SIZE_BYTES = 1024 * 1024
 F_SETPIPE_SZ = 1031               # fcntl.F_SETPIPE_SZ (Linux)
@@ -304,7 +305,7 @@ class Capture(Flusher):
         if exec_id is None or not self._pending:
             return  # idle text waits for the next execution
         for name, text in self._pending:
-            step = FRAME_TEXT_CHARS[text.isascii()]
+            step = ASCII_FRAME_CHARS if text.isascii() else OTHER_FRAME_CHARS
             for at in range(0, len(text), step):
                 self.channel.put({"v": PROTOCOL_VERSION, "type": "stream", "exec_id": exec_id,
                                   "name": name, "text": text[at:at + step]}, hold=True)
