@@ -7,7 +7,17 @@ import { TRIM_EXECUTIONS } from './log-scripts.js'
 import { readPage } from './event-pages.js'
 import { PACKED_FIELD, unpack } from './log-packing.js'
 import { defineScripts, queueScript, runScript } from './scripts.js'
-import { ACQUIRE_LEASE, ACQUIRE_SLOT, CLAIM_DUE, CREATE_SESSION, RELEASE_LEASE, SESSION_ACTIVITY, SETTLE_CLAIM, TAKE_LEASE } from './session-scripts.js'
+import {
+  ACQUIRE_LEASE,
+  ACQUIRE_SLOT,
+  CLAIM_DUE,
+  CREATE_SESSION,
+  RELEASE_LEASE,
+  SESSION_ACTIVITY,
+  SETTLE_CLAIM,
+  TAKE_LEASE,
+  UPDATE_SESSION,
+} from './session-scripts.js'
 import { redisKeys, type RedisKeys } from './keys.js'
 import { fromHash, toHash, type ExecutionRecord, type LoggedEvent, type SessionRecord } from './records.js'
 
@@ -56,13 +66,9 @@ export class RedisStore {
 
   /** Updates fields of a session that still exists; returns false when it is gone. */
   async updateSession(id: string, fields: Partial<SessionRecord>): Promise<boolean> {
-    const key = this.keys.session(id)
-    const res = await this.redis.multi().exists(key).hset(key, toHash(fields)).exec()
-    if (!res?.[0]?.[1]) {
-      await this.redis.del(key)
-      return false
-    }
-    return true
+    const hash = Object.entries(toHash(fields)).flat()
+    if (!hash.length) return (await this.redis.exists(this.keys.session(id))) === 1
+    return (await runScript(this.redis, UPDATE_SESSION, this.keys.session(id), ...hash)) === 1
   }
 
   async deleteSession(rec: Pick<SessionRecord, 'id' | 'tenant'>): Promise<void> {

@@ -87,6 +87,16 @@ redis.call('ZADD', KEYS[3], ARGV[2], ARGV[3])
 return 1`,
 )
 
+// Sets fields of a session that exists (never brings a deleted one back, even for an instant).
+export const UPDATE_SESSION = luaScript(
+  'update_session',
+  1,
+  `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], unpack(ARGV))
+return 1`,
+)
+
 // Updates a live session (never a deleted or dead one) and moves its idle deadline, atomically.
 export const SESSION_ACTIVITY = luaScript(
   'session_activity',
