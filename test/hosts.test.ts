@@ -81,6 +81,9 @@ t.test('two Docker engines on one Redis', async (t) => {
   t.equal(one.status, 200, 'a one-shot received on engine 1')
   t.equal(one.body.events.find((e: any) => e.type === 'stdout')?.text, '42\n')
   t.equal((await on(e1)).length, 0, 'ran on engine 2')
+  // Its session goes once the reply is over (removing a sandbox takes a moment): before any instance is killed below.
+  const oneShot = one.body.session_id as string
+  t.ok(await waitFor(async () => (await redis.exists(`${prefix}{${oneShot}}:session`)) === 0, 15000), "the one-shot's session is removed after its reply")
 
   // Code runs through every instance, in one namespace.
   for (const s of [a, b, c, a]) {
@@ -151,5 +154,6 @@ t.test('two Docker engines on one Redis', async (t) => {
   await start('b', e2.host, '0.8')
   t.ok(await waitFor(async () => (await on(e2.docker)).length === 0, 15000), 'an instance starting on engine 2 removes them')
   t.equal((await on(e1)).length, 0, 'nothing on engine 1 either')
-  t.same(await redis.keys(`${prefix}{ses_*}:session`), [], 'no session is left in Redis')
+  const left = await redis.keys(`${prefix}{ses_*}:session`)
+  t.same(left, [], 'no session is left in Redis', { records: await Promise.all(left.map((k) => redis.hgetall(k))), s1, s2 })
 })
