@@ -82,7 +82,12 @@ export const ConfigSchema = Type.Object({
     4,
     "Share of the Docker host's memory that its sandboxes' memory limits may add up to; past it new sessions answer 503 capacity. Above 1 it overcommits (a limit is a ceiling: an idle session uses a few MiB; under pressure the OOM killer picks sandboxes first)",
   ),
-  DOCKER_TIMEOUT_MS: Int(30000, 100, 600000, 'Timeout of one Docker engine call (create, start, inspect, kill, remove, list)'),
+  DOCKER_TIMEOUT_MS: Int(
+    30000,
+    100,
+    600000,
+    'Timeout of one Docker engine call (create, start, inspect, kill, remove, list), and of the first answer of a workspace file operation',
+  ),
   REDIS_RETRY_MS: Int(
     30000,
     100,

@@ -56,7 +56,7 @@ export class WorkspaceFiles {
   ): Promise<PutResult> {
     const p = await this.start(containerId, { op: 'put', path, max_bytes: opts.maxBytes, mode: opts.mode ?? null })
     try {
-      const ready = await header(p)
+      const ready = await header(p, this.opts.timeoutMs)
       if (!ready.ready) throw new WorkspaceFileError('io_error', 'the file program did not get ready')
       // The program may stop early (workspace full): its answer then says why, not the write that failed.
       const answer = header(p)
@@ -92,7 +92,7 @@ export class WorkspaceFiles {
     const p = await this.start(containerId, { op: 'get', path })
     let entry: WorkspaceEntry
     try {
-      entry = (await header(p)) as unknown as WorkspaceEntry
+      entry = (await header(p, this.opts.timeoutMs)) as unknown as WorkspaceEntry
     } catch (err) {
       p.destroy()
       throw err
@@ -125,7 +125,7 @@ export class WorkspaceFiles {
   private async once(containerId: string, args: Record<string, unknown>): Promise<Record<string, unknown>> {
     const p = await this.start(containerId, args)
     try {
-      return await header(p)
+      return await header(p, this.opts.timeoutMs)
     } finally {
       p.destroy()
     }
@@ -144,11 +144,29 @@ export class WorkspaceFiles {
   }
 }
 
-/** The program's next JSON line; a failure it reports becomes WorkspaceFileError. */
-async function header(p: SandboxProcess): Promise<Record<string, unknown>> {
-  const line = await readLine(p.stdout, MAX_HEADER_BYTES)
+/**
+ * The program's next JSON line; a failure it reports becomes WorkspaceFileError. `withinMs`: an answer
+ * the program gives at once must come within it, else the program is ended and this throws (a sandbox
+ * starved of memory or CPU, or an engine that never delivers the output, must not hold a request forever).
+ */
+async function header(p: SandboxProcess, withinMs?: number): Promise<Record<string, unknown>> {
+  let late = false
+  const timer =
+    withinMs === undefined
+      ? undefined
+      : setTimeout(() => {
+          late = true
+          p.destroy()
+        }, withinMs)
+  let line: string | null
+  try {
+    line = await readLine(p.stdout, MAX_HEADER_BYTES)
+  } finally {
+    clearTimeout(timer)
+  }
   if (line === null) {
     await p.closed
+    if (late) throw new Error(`the file program did not answer within ${withinMs} ms`)
     throw new WorkspaceFileError('io_error', `the file program ended without an answer${p.stderr ? `: ${p.stderr.slice(-500)}` : ''}`)
   }
   let msg: Record<string, unknown>
