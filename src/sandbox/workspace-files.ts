@@ -166,7 +166,7 @@ async function header(p: SandboxProcess, withinMs?: number): Promise<Record<stri
   }
   if (line === null) {
     await p.closed
-    if (late) throw new Error(`the file program did not answer within ${withinMs} ms`)
+    if (late) throw new WorkspaceFileError('no_answer', `the sandbox did not answer the file operation within ${withinMs} ms`)
     throw new WorkspaceFileError('io_error', `the file program ended without an answer${p.stderr ? `: ${p.stderr.slice(-500)}` : ''}`)
   }
   let msg: Record<string, unknown>

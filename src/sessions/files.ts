@@ -173,6 +173,9 @@ export class SessionFiles {
           return new AppError('file_not_found', detail)
         case 'is_a_directory':
           return new AppError('is_a_directory', detail)
+        case 'no_answer':
+          // A sandbox starved of memory or CPU (its own limits): it may answer when it is less busy.
+          return new AppError('unavailable', `${detail} (it may be short of memory or CPU); retry`, { headers: { 'retry-after': '1' } })
         case 'no_space':
           return this.full(rec, rel)
         case 'too_large':
