@@ -123,9 +123,9 @@ const END =
   `
 local done, expireAt, now, ttl = ARGV[5], ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8])
 local exec, running, unfinished, session, deadlines = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
-local eid, sessionDeadline, n, before = ARGV[9], ARGV[10], tonumber(ARGV[11]), tonumber(ARGV[12])
-for i = 1, before do appendOwn(ARGV[12 + i], '@' .. i, false) end
-local fieldsAt = 13 + before
+local eid, sessionDeadline, n, m = ARGV[9], ARGV[10], tonumber(ARGV[11]), tonumber(ARGV[12])
+for i = 1, m do appendOwn(ARGV[12 + i], '@' .. i, false) end
+local fieldsAt = 13 + m
 local refused = tonumber(redis.call('HGET', truncKey, member) or '-1')
 if refused >= 0 then redis.call('HDEL', truncKey, member) end
 if refused > 0 then

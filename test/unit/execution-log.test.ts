@@ -8,7 +8,7 @@ import { pino } from 'pino'
 import { loadConfig } from '../../src/config.js'
 import type { ReplFrame } from '../../src/repl/protocol.js'
 import { ReplClient } from '../../src/repl/repl-client.js'
-import { ExecutionLog, type ExecutionLogDeps } from '../../src/sessions/execution-log.js'
+import { ExecutionLog } from '../../src/sessions/execution-log.js'
 import { newPendingExecution } from '../../src/sessions/execution.js'
 import type { LiveSession } from '../../src/sessions/live-session.js'
 import { createMetrics } from '../../src/sessions/metrics.js'
@@ -16,11 +16,14 @@ import { memoryTransportPair } from '../helpers/memory-transport.js'
 
 const KIB = 1024
 
-/** An ExecutionLog writing to `store`, and a live session on an in-memory REPL channel. */
-function setup(store: ExecutionLogDeps['store'], outputBytes: number) {
+t.test("a session's frames wait while 2 MiB of its output is not stored yet, and come again once Redis has caught up", async (t) => {
   const { transport, repl } = memoryTransportPair()
   const silent = pino({ level: 'silent' })
   const client = new ReplClient(transport, silent, { readyTimeoutMs: 1000, expectReady: false })
+  const appends: Array<{ stored: () => void; failed: () => void }> = []
+  const pending = () =>
+    new Promise<null>((resolve, reject) => appends.push({ stored: () => resolve(null), failed: () => reject(new Error('Redis went away')) }))
+  const store = { appendLive: pending, appendLiveMany: pending, recordEnd: async () => null }
   const events = new ExecutionLog({
     config: loadConfig({ REPLCAST_API_KEYS: 't1=key-for-unit-tests' }),
     store,
@@ -35,17 +38,9 @@ function setup(store: ExecutionLogDeps['store'], outputBytes: number) {
     client,
     state: 'attached',
     idleTimeoutS: 60,
-    outputBytes,
+    outputBytes: 100 * 1024 * KIB,
     work: { queue: [], running: null, reserved: 0 },
   }
-  return { events, live, client, transport, repl }
-}
-
-t.test("a session's frames wait while 2 MiB of its output is not stored yet, and come again once Redis has caught up", async (t) => {
-  const appends: Array<{ stored: () => void; failed: () => void }> = []
-  const pending = () =>
-    new Promise<null>((resolve, reject) => appends.push({ stored: () => resolve(null), failed: () => reject(new Error('Redis went away')) }))
-  const { events, live, client, transport, repl } = setup({ appendLive: pending, appendLiveMany: pending, recordEnd: async () => null }, 100 * 1024 * KIB)
   const ex = newPendingExecution('exe_1', '', 60_000)
   const seen: ReplFrame[] = []
   client.track('exe_2', (f) => seen.push(f))
@@ -82,6 +77,9 @@ t.test("a session's frames wait while 2 MiB of its output is not stored yet, and
 })
 
 t.test('output that arrives together is stored in one write, and with the end when the end came with it', async (t) => {
+  const { transport } = memoryTransportPair()
+  const silent = pino({ level: 'silent' })
+  const client = new ReplClient(transport, silent, { readyTimeoutMs: 1000, expectReady: false })
   const writes: Array<{ kind: string; events: string[] }> = []
   const texts = (events: Array<{ text?: unknown; type: string }>) => events.map((e) => (typeof e.text === 'string' ? e.text : e.type))
   const store = {
@@ -103,7 +101,23 @@ t.test('output that arrives together is stored in one write, and with the end wh
       return null
     },
   }
-  const { events, live } = setup(store, 1024 * KIB)
+  const events = new ExecutionLog({
+    config: loadConfig({ REPLCAST_API_KEYS: 't1=key-for-unit-tests' }),
+    store,
+    feed: { deliver: () => undefined },
+    log: silent,
+    metrics: createMetrics(),
+  })
+  const live: LiveSession = {
+    id: 'ses_1',
+    tenant: 't1',
+    containerId: 'c1',
+    client,
+    state: 'attached',
+    idleTimeoutS: 60,
+    outputBytes: 1024 * KIB,
+    work: { queue: [], running: null, reserved: 0 },
+  }
   const ex = newPendingExecution('exe_1', '', 60_000)
   ex.startedAt = Date.now()
 
