@@ -211,11 +211,7 @@ for _, id in ipairs(redis.call('LRANGE', list, 0, 1)) do pack(sid .. '/' .. id) 
 -- Trimmed (and its older ones' expired ids dropped) once it lists more than it keeps.
 if redis.call('LPUSH', list, ARGV[9]) > tonumber(ARGV[10]) then ${TRIM_LIST}(list, older, tonumber(ARGV[10]), ARGV[12], ARGV[6]) end
 redis.call('SADD', unfinished, ARGV[9])
--- The execution is new, so is its log: nothing to look up before its first entry.
-if ARGV[5] ~= '' then
-  added = { '' }
-  add(ARGV[5], '')
-end
+if ARGV[5] ~= '' then add(ARGV[5], '') end
 return { 1, added or {} }`
 
 // Drops the logs (and execution records) of a deleted session and gives their bytes back.
