@@ -1,8 +1,10 @@
 // A restart and a delete of one session at the same time (or the reaper's delete of an idle one):
-// the delete wins, the restart answers 200 or 404 (never a 5xx), and nothing is left behind.
+// the delete wins, the restart answers 200 or 404 (never a 5xx), and nothing is left behind. Code
+// sent while a delete removes the sandbox waits for it and finds no session.
 import t from 'tap'
 import { containersOf, startApp } from './helpers/app.js'
-import { api, createSession } from './helpers/client.js'
+import { api, createSession, executeSse, stdoutOf } from './helpers/client.js'
+import { startDockerProxy } from './helpers/docker-proxy.js'
 import { waitFor } from './helpers/wait.js'
 
 t.test('a restart racing a delete answers 200 or 404, and the session is gone', async (t) => {
@@ -29,4 +31,34 @@ t.test('a restart racing a delete answers 200 or 404, and the session is gone', 
     const left = async () => (await containersOf(h.deployment)).filter((c) => c.Labels['replcast.session'] === sid).length
     t.ok(await waitFor(async () => (await left()) === 0, 15_000), `${order}: its container is gone`)
   }
+})
+
+t.test('code sent while a delete removes the sandbox finds no session (404) and runs nowhere', async (t) => {
+  const proxy = await startDockerProxy()
+  t.teardown(() => proxy.close())
+  const h = await startApp(t, { DOCKER_HOST: proxy.host })
+  const sid = await createSession(h.url)
+  const releaseRemove = proxy.hang(/^DELETE \/containers\//)
+  const del = api(h.url, 'DELETE', `/v1/sessions/${sid}`)
+  t.ok(await waitFor(async () => proxy.held() > 0, 10_000), 'the delete is removing the sandbox (held)')
+  // Redis seeing the execution's read of the session's record: the request is past the check a deleted session fails.
+  const monitor = await h.redis.monitor()
+  t.teardown(() => monitor.disconnect())
+  const recordKey = `${h.prefix}{${sid}}:session`
+  const recordRead = new Promise<void>((resolve) => monitor.on('monitor', (_time: string, args: string[]) => args[1] === recordKey && resolve()))
+  const run = executeSse(h.url, sid, 'print("ran")')
+  await recordRead
+  releaseRemove()
+  const [r, d] = await Promise.all([run, del])
+  t.equal(d.status, 204, `the delete succeeds (${d.status} ${d.body?.code ?? ''})`)
+  t.equal(r.status, 404, `the execution finds no session (${r.status} ${stdoutOf(r.events)})`)
+  t.equal(r.events[0]?.data.code, 'session_not_found')
+  const left = async () => (await h.redis.keys(`${h.prefix}*${sid}*`)).sort()
+  t.ok(await waitFor(async () => (await left()).length === 0, 10_000), 'nothing of the session is left in Redis')
+  t.same(await left(), [])
+  t.same(
+    (await containersOf(h.deployment)).filter((c) => c.Labels['replcast.session'] === sid),
+    [],
+    'its container is gone',
+  )
 })

@@ -129,7 +129,7 @@ export class Adoption {
     return this.starting.has(id)
   }
 
-  /** Runs `work` (a restart) while requests for the session wait for it instead of adopting the old sandbox. */
+  /** Runs `work` (a restart, a delete) while requests for the session wait for it instead of adopting the old sandbox. */
   async holding(id: string, work: Promise<LiveSession>): Promise<LiveSession> {
     this.pending.set(id, work)
     try {
@@ -176,7 +176,7 @@ export class Adoption {
     try {
       await this.ensureLocal(rec)
     } catch (err) {
-      if (err instanceof AppError && err.code === 'session_dead') await forget()
+      if (err instanceof AppError && (err.code === 'session_dead' || err.code === 'session_not_found')) await forget()
       else log.warn({ err, sessionId: sid, from }, 'could not take the session over')
       return 'unavailable'
     }

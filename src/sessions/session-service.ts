@@ -150,7 +150,15 @@ export class SessionService {
 
   /** Ends every execution, removes the container and the session's state, after a restart in progress. Safe to call twice. */
   async destroy(rec: SessionRecord, status: DoneStatusT): Promise<void> {
-    await this.inTurn(rec.id, () => this.destroyNow(rec, status))
+    await this.inTurn(rec.id, async () => {
+      const removed = this.destroyNow(rec, status)
+      // Requests for the session meanwhile wait for the removal and find no session, instead of
+      // adopting the sandbox being removed (and running code in it while its records are deleted).
+      const gone = removed.then(() => Promise.reject(new AppError('session_not_found', `session ${rec.id} was deleted`)))
+      const held = this.deps.adoption.holding(rec.id, gone).catch(() => undefined)
+      await removed
+      await held
+    })
   }
 
   private async destroyNow(rec: SessionRecord, status: DoneStatusT): Promise<void> {

@@ -9,7 +9,7 @@ import { join } from 'node:path'
 export interface DockerProxy {
   /** DOCKER_HOST for the app under test. */
   host: string
-  /** Holds every request whose request line (e.g. `POST /containers/<id>/kill?signal=SIGKILL`) matches, until released. */
+  /** Holds every request whose request line (e.g. `POST /containers/<id>/kill?signal=SIGKILL`) matches; the returned release sends them on to the engine (those whose caller has not given up) and stops holding. */
   hang(match: RegExp): () => void
   /** How many requests matched a hang rule so far. */
   held(): number
@@ -22,21 +22,29 @@ export async function startDockerProxy(engineSocket = '/var/run/docker.sock'): P
   const dir = mkdtempSync(join(tmpdir(), 'replcast-docker-proxy-'))
   const path = join(dir, 'docker.sock')
   const rules = new Set<RegExp>()
+  /** Per rule, how to let go of each request it holds. */
+  const waiting = new Map<RegExp, Set<() => void>>()
   const sockets = new Set<Socket>()
-  let held = 0
+  let heldCount = 0
 
   const server = createServer((client) => {
     const engine = connect(engineSocket)
     sockets.add(client).add(engine)
-    let holding = false
+    /** What this connection sent from a held request on, forwarded when its rule is released. */
+    let holding: Buffer[] | null = null
     client.on('data', (chunk: Buffer) => {
-      if (holding) return
+      if (holding) return void holding.push(chunk)
       // Requests on a kept-alive connection follow each other; the header block of each arrives whole.
       for (const m of chunk.toString('latin1').matchAll(REQUEST_LINE)) {
         const line = `${m[1]} ${(m[2] ?? '').replace(/^\/v[\d.]+\//, '/')}`
-        if ([...rules].some((r) => r.test(line))) {
-          holding = true
-          held++
+        const rule = [...rules].find((r) => r.test(line))
+        if (rule) {
+          const held = (holding = [chunk])
+          heldCount++
+          waiting.get(rule)?.add(() => {
+            holding = null
+            for (const c of held) if (!engine.destroyed) engine.write(c)
+          })
           return
         }
       }
@@ -58,9 +66,14 @@ export async function startDockerProxy(engineSocket = '/var/run/docker.sock'): P
     host: `unix://${path}`,
     hang(match) {
       rules.add(match)
-      return () => rules.delete(match)
+      waiting.set(match, new Set())
+      return () => {
+        rules.delete(match)
+        for (const forward of waiting.get(match) ?? []) forward()
+        waiting.delete(match)
+      }
     },
-    held: () => held,
+    held: () => heldCount,
     async close() {
       for (const s of sockets) s.destroy()
       await new Promise<void>((resolve) => server.close(() => resolve()))
