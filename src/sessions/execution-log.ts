@@ -5,7 +5,7 @@ import type { Logger } from 'pino'
 import type { Config } from '../config.js'
 import type { DoneStatusT } from '../schemas.js'
 import type { EventFeed } from '../store/event-feed.js'
-import type { RedisStore } from '../store/redis-store.js'
+import type { Appended, RedisStore } from '../store/redis-store.js'
 import { ownsLog, type EventPayload, type PendingExecution } from './execution.js'
 import type { LiveSession } from './live-session.js'
 import type { Metrics } from './metrics.js'
@@ -27,29 +27,72 @@ const BASE64_GROWTH = 1.4
 
 export interface ExecutionLogDeps {
   config: Config
-  store: Pick<RedisStore, 'appendLive' | 'recordEnd'>
+  store: Pick<RedisStore, 'appendLive' | 'appendLiveMany' | 'recordEnd'>
   feed: Pick<EventFeed, 'deliver'>
   log: Logger
   metrics: Metrics
 }
 
+/** Events of an execution not sent to Redis yet: they leave together at the end of the current task. */
+export interface Outbox {
+  events: EventPayload[]
+  bytes: number
+}
+
 export class ExecutionLog {
   /** Bytes of output each session has sent Redis that it has not stored yet, and whether its frames are held back. */
   private readonly unstored = new WeakMap<LiveSession, { bytes: number; held: boolean }>()
+  private readonly outboxes = new WeakMap<PendingExecution, Outbox>()
 
   constructor(private readonly deps: ExecutionLogDeps) {}
 
   /**
-   * Appends an event of `ex` after the ones before it, where its target says. It is sent at once:
-   * one Redis connection keeps the order in which the execution's writes are sent (its start, its
-   * events, its end), so none waits for the reply to the one before it.
+   * Appends an event of `ex` after the ones before it, where its target says. An execution's own log
+   * gets the events that arrive together (the frames of one read from the sandbox) in one round trip,
+   * sent once the current task and its microtasks are done, or with its end when that came with them
+   * (claim). One Redis connection keeps the order in which the execution's writes are sent (its start,
+   * its events, its end), so none waits for the reply to the one before it.
    */
   append(live: LiveSession, ex: PendingExecution, event: EventPayload, bytes = 0): void {
     const { logId, tag, observe } = ex.target
     if (observe && !observe(event)) return
     if (bytes) this.sent(live, bytes)
-    // Past the tenant's max_event_bytes it is refused; the log may have got a limit event instead.
-    this.deps.store.appendLive(live.id, logId, { ...event, ...tag }, live.tenant).then(
+    if (!ownsLog(ex)) {
+      // A log another writes too (an agent's turn): its events go at once, in the order written.
+      this.store(live, ex, logId, [{ ...event, ...tag }], bytes, (events) => this.deps.store.appendLive(live.id, logId, events[0]!, live.tenant))
+      return
+    }
+    let box = this.outboxes.get(ex)
+    if (!box) {
+      const opened: Outbox = (box = { events: [], bytes: 0 })
+      this.outboxes.set(ex, opened)
+      queueMicrotask(() => {
+        if (this.outboxes.get(ex) !== opened) return // claimed by the end
+        this.outboxes.delete(ex)
+        this.store(live, ex, logId, opened.events, opened.bytes, (events) => this.deps.store.appendLiveMany(live.id, logId, events, live.tenant))
+      })
+    }
+    box.events.push({ ...event, ...tag })
+    box.bytes += bytes
+  }
+
+  /** Takes the events of `ex` not sent yet, to go with its end (call before anything awaits: they would leave on their own). */
+  claim(ex: PendingExecution): Outbox | undefined {
+    const box = this.outboxes.get(ex)
+    this.outboxes.delete(ex)
+    return box
+  }
+
+  private store(
+    live: LiveSession,
+    ex: PendingExecution,
+    logId: string,
+    events: EventPayload[],
+    bytes: number,
+    write: (events: EventPayload[]) => Promise<Appended | null>,
+  ): void {
+    // Past the tenant's max_event_bytes they are refused; the log may have got a limit event instead.
+    write(events).then(
       (added) => {
         if (bytes) this.stored(live, bytes)
         this.deps.feed.deliver(live.id, logId, added)
@@ -113,6 +156,7 @@ export class ExecutionLog {
     status: DoneStatusT,
     executionCount: number | undefined,
     at: { end: number; alive: boolean },
+    before?: Outbox,
   ): Promise<boolean> {
     const { end, alive } = at
     const duration = end - (ex.startedAt || end)
@@ -140,16 +184,18 @@ export class ExecutionLog {
     metrics.executions.inc({ status })
     metrics.executionSeconds.observe(duration / 1000)
     try {
-      const added = await retry(() => store.recordEnd(live.id, ex.id, live.tenant, done, fields, session), {
+      const added = await retry(() => store.recordEnd(live.id, ex.id, live.tenant, done, fields, session, before?.events), {
         windowMs: this.deps.config.REDIS_RETRY_MS,
         retryable: isRedisUnavailable,
         onRetry: () => metrics.redisWriteRetries.inc(),
       })
-      if (done) this.deps.feed.deliver(live.id, ex.id, added)
+      if (done || before) this.deps.feed.deliver(live.id, ex.id, added)
       return true
     } catch (err) {
       this.deps.log.error({ err, sessionId: live.id, executionId: ex.id }, 'could not record the end of an execution; letting the session go')
       return false
+    } finally {
+      if (before?.bytes) this.stored(live, before.bytes)
     }
   }
 }

@@ -21,7 +21,7 @@ import { retry } from '../retry.js'
 /** The parts of the store, feed and driver the runner uses (narrow, so unit tests can stand in for them). */
 export type RunnerStore = Pick<
   RedisStore,
-  'acquireRunningSlot' | 'releaseRunningSlot' | 'startExecution' | 'recordStart' | 'recordEnd' | 'appendLive' | 'resumePoint'
+  'acquireRunningSlot' | 'releaseRunningSlot' | 'startExecution' | 'recordStart' | 'recordEnd' | 'appendLive' | 'appendLiveMany' | 'resumePoint'
 >
 
 export interface RunnerDeps {
@@ -325,6 +325,8 @@ export class ExecutionRunner {
     for (const t of ex.timers) clearTimeout(t)
     live.client.forget(ex.id)
     if (ex.droppedBytes > 0) this.events.append(live, ex, { type: 'limit', what: 'event_bytes', dropped_bytes: ex.droppedBytes })
+    // Output that came with the end (print(1) and its done arrive together) goes with it.
+    const before = this.events.claim(ex)
     const end = Date.now()
     await ex.chain
     await this.holds.release(live, ex)
@@ -332,7 +334,7 @@ export class ExecutionRunner {
     if (w.running === ex) w.running = null
     else w.queue = w.queue.filter((q) => q !== ex)
     const alive = live.state === 'attached'
-    const recorded = await this.events.end(live, ex, status, executionCount, { end, alive })
+    const recorded = await this.events.end(live, ex, status, executionCount, { end, alive }, before)
     this.deps.llmRequests?.executionEnded(ex.id)
     ex.onDone?.(status, recorded)
     // Unrecorded, the execution is still running in Redis: adopting the session again (the next

@@ -20,8 +20,14 @@ export interface Appended {
   bytes: number
 }
 
-/** The added part of a script's reply: prev, then id and JSON pairs ('' stands for `own`, the caller's event). */
-function appended(raw: unknown, own: { event: object; json: string } | null): Appended | null {
+/** Events of the caller's own in a script's call: the one ('' in its reply), and the list ('@n': the n-th). */
+interface Own {
+  one?: { event: object; json: string } | null
+  list?: Array<{ event: object; json: string }>
+}
+
+/** The added part of a script's reply: prev, then id and JSON pairs (marks stand for events of `own`, which the caller has). */
+function appended(raw: unknown, own: Own): Appended | null {
   if (!Array.isArray(raw) || raw.length === 0) return null
   const [prev, ...rest] = raw as string[]
   const events: LoggedEvent[] = []
@@ -29,15 +35,19 @@ function appended(raw: unknown, own: { event: object; json: string } | null): Ap
   for (let i = 0; i + 1 < rest.length; i += 2) {
     const id = rest[i]!
     const json = rest[i + 1]!
-    const mine = json === '' && own
-    events.push({ ...(mine ? own.event : (JSON.parse(json) as object)), id } as LoggedEvent)
-    bytes += mine ? own.json.length : json.length
+    const mine = json === '' ? own.one : json.startsWith('@') ? own.list?.[Number(json.slice(1)) - 1] : undefined
+    events.push({ ...(mine ? mine.event : (JSON.parse(json) as object)), id } as LoggedEvent)
+    bytes += mine ? mine.json.length : json.length
   }
   return { prev: prev ?? '', events, bytes }
 }
 
-function own(event: object | null, json: string): { event: object; json: string } | null {
-  return event ? { event, json } : null
+function own(event: object | null, json: string): Own {
+  return { one: event ? { event, json } : null }
+}
+
+function ownList(events: object[]): Own {
+  return { list: events.map((event) => ({ event, json: eventJson(event) })) }
 }
 
 /** Appends and ends event logs, counting their bytes against the tenant's max_event_bytes. */
@@ -70,10 +80,20 @@ export class EventBytes {
    * refused) and what was added (a refusal may add a `limit` event).
    */
   async append(tenant: string, sid: string, eid: string, event: object, force = false): Promise<{ id: string | null; added: Appended | null }> {
-    const json = eventJson(event)
-    const [ok, raw] = (await runScript(this.redis, APPEND_SCRIPT, ...this.args(tenant, sid, eid), json, force ? '1' : '0')) as [number, unknown]
-    const added = appended(raw, own(event, json))
-    return { id: ok === 1 ? (added?.events.at(-1)?.id ?? null) : null, added }
+    const mine = ownList([event])
+    const [kept, raw] = (await runScript(this.redis, APPEND_SCRIPT, ...this.args(tenant, sid, eid), force ? '1' : '0', mine.list![0]!.json)) as [
+      number,
+      unknown,
+    ]
+    const added = appended(raw, mine)
+    return { id: kept === 1 ? (added?.events.at(-1)?.id ?? null) : null, added }
+  }
+
+  /** Appends events in order, in one round trip, within the tenant's budget; resolves with what was added. */
+  async appendMany(tenant: string, sid: string, eid: string, events: object[]): Promise<Appended | null> {
+    const mine = ownList(events)
+    const [, raw] = (await runScript(this.redis, APPEND_SCRIPT, ...this.args(tenant, sid, eid), '0', ...mine.list!.map((e) => e.json))) as [number, unknown]
+    return appended(raw, mine)
   }
 
   /**
@@ -126,25 +146,28 @@ export class EventBytes {
 
   /** The same append (forced) as part of a MULTI; `parseAppend` reads its reply. */
   appendIn(m: ChainableCommander, tenant: string, sid: string, eid: string, event: object): void {
-    queueScript(m, APPEND_SCRIPT, ...this.args(tenant, sid, eid), JSON.stringify(event), '1')
+    queueScript(m, APPEND_SCRIPT, ...this.args(tenant, sid, eid), '1', eventJson(event))
   }
 
   /**
-   * Ends an execution, in one round trip (see END): its log's last events, the record's end `fields`
-   * and expiry, its slot, and (`session` given) its session's fields and idle deadline. Resolves with
-   * what was added to the log.
+   * Ends an execution, in one round trip (see END): its log's last events (`before`: output that came
+   * with the end, appended as appendMany would, then the done), the record's end `fields` and expiry,
+   * its slot, and (`session` given) its session's fields and idle deadline. Resolves with what was
+   * added to the log.
    */
   async end(
     rec: { tenant: string; sid: string; eid: string },
     done: object | null,
     fields: Record<string, string>,
     session: { fields: Record<string, string>; deadlineMs: number } | null,
+    before: object[] = [],
   ): Promise<Appended | null> {
     const { tenant, sid, eid } = rec
     const k = this.keys
     const now = Date.now()
     const ttlMs = this.opts.ttlS * 1000
     const json = done ? JSON.stringify(done) : ''
+    const mine = ownList(before)
     const log = this.args(tenant, sid, eid)
     const recordArgs = Object.entries(fields).flat()
     const raw = await runScript(
@@ -164,14 +187,16 @@ export class EventBytes {
       eid,
       session ? String(Math.ceil(session.deadlineMs)) : '',
       String(recordArgs.length),
+      String(before.length),
+      ...mine.list!.map((e) => e.json),
       ...recordArgs,
       ...(session ? Object.entries(session.fields).flat() : []),
     )
-    return appended(raw, own(done, json))
+    return appended(raw, { ...own(done, json), ...mine })
   }
 }
 
 /** What an appendIn added, from its reply in the MULTI's results. */
 export function parseAppend(reply: unknown, event: object): Appended | null {
-  return Array.isArray(reply) ? appended(reply[1], own(event, JSON.stringify(event))) : null
+  return Array.isArray(reply) ? appended(reply[1], ownList([event])) : null
 }

@@ -45,16 +45,17 @@ end
 -- Appends one entry and counts it; trims the log to maxlen entries exactly, giving their bytes back.
 -- What this call added, for the caller to hand to local readers without reading it back: the id
 -- the log ended at before (so a reader can tell the entries follow on from what it has), then each
--- entry's id and its JSON ('' for the caller's own event, which it already has).
+-- entry's id and its JSON, or for an event of the caller's own (it has them already) its \`mark\`:
+-- '' for the call's one event (a status, a done), '@n' for the n-th of its events.
 local added = nil
-local function add(payload, own)
+local function add(payload, mark)
   if not added then
     local last = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)[1]
     added = { last and last[1] or '' }
   end
   local id = redis.call('XADD', stream, '*', 'e', payload)
   added[#added + 1] = id
-  added[#added + 1] = own and '' or payload
+  added[#added + 1] = mark or payload
   local n = #payload + OVERHEAD
   local extra = redis.call('XLEN', stream) - maxlen
   if extra > 0 then
@@ -69,29 +70,39 @@ end
 local function limitEvent(dropped)
   return '{"type":"limit","what":"tenant_event_bytes","dropped_bytes":' .. dropped .. '}'
 end
+
+-- Appends one event of the caller's (\`mark\`, see add) within the tenant's budget; true when it was
+-- added. Past the budget (\`force\`: small events that must be kept, never refused) the log is
+-- truncated: it gets a limit event and keeps nothing more but its status and done.
+local function appendOwn(payload, mark, force)
+  local size = #payload + OVERHEAD
+  if redis.call('HEXISTS', truncKey, member) == 1 and not force then
+    redis.call('HINCRBY', truncKey, member, size)
+    return false
+  end
+  if room(size) or force then
+    add(payload, mark)
+    return true
+  end
+  redis.call('HSET', truncKey, member, 0)
+  add(limitEvent(size))
+  return false
+end
 `
 
-// ARGV: 5 the event's JSON, 6 '1' when it must be kept (status, done: a few bytes each).
-// Returns {1 when it was added (0: refused), what was added (see add)}.
+// Appends events in order (an execution's output that arrived together, in one round trip).
+// ARGV: 5 '1' when they must be kept (status, done: a few bytes each), 6... the events' JSON.
+// Returns {how many were added (the rest were refused), what was added (see add; the n-th event is '@n')}.
 const APPEND =
   PRELUDE +
   `
-local payload, force = ARGV[5], ARGV[6] == '1'
+local force, kept = ARGV[5] == '1', 0
 -- A log that ended and was dropped (or expired) is not brought back.
 if redis.call('ZSCORE', endedKey, member) and redis.call('EXISTS', stream) == 0 then return { 0, {} } end
-local size = #payload + OVERHEAD
-if redis.call('HEXISTS', truncKey, member) == 1 and not force then
-  redis.call('HINCRBY', truncKey, member, size)
-  return { 0, {} }
+for i = 6, #ARGV do
+  if appendOwn(ARGV[i], '@' .. (i - 5), force) then kept = kept + 1 end
 end
-if room(size) or force then
-  add(payload, true)
-  return { 1, added }
-end
--- Truncation begins: the log gets a limit event and keeps nothing more but its status and done.
-redis.call('HSET', truncKey, member, 0)
-add(limitEvent(size))
-return { 0, added }`
+return { kept, added or {} }`
 
 // Ends an execution in one round trip. Its log: the log joins the ended ones (first to be dropped),
 // after a limit event counting what was refused since the first one, and its done event; the oldest
@@ -103,14 +114,18 @@ return { 0, added }`
 // executions, 9 the session, 10 the idle deadlines.
 // ARGV: 5 the done event's JSON ('' when the log is another's), 6 when the log expires (ms),
 // 7 now (ms), 8 the logs' time to live (ms), 9 the execution id, 10 the session's idle deadline
-// ('': the session is left as it is), 11 how many of the values after it are the record's fields
-// and values, then those, then the session's. Returns what was added to the log (see add).
+// ('': the session is left as it is), 11 how many of the record's fields and values follow the
+// events, 12 how many events come before the done (output that arrived with it, as APPEND appends
+// them), then those events, the record's fields and values, and the session's. Returns what was
+// added to the log (see add: the done is '', the n-th event before it '@n').
 const END =
   PRELUDE +
   `
 local done, expireAt, now, ttl = ARGV[5], ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8])
 local exec, running, unfinished, session, deadlines = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
-local eid, sessionDeadline, n = ARGV[9], ARGV[10], tonumber(ARGV[11])
+local eid, sessionDeadline, n, before = ARGV[9], ARGV[10], tonumber(ARGV[11]), tonumber(ARGV[12])
+for i = 1, before do appendOwn(ARGV[12 + i], '@' .. i, false) end
+local fieldsAt = 13 + before
 local refused = tonumber(redis.call('HGET', truncKey, member) or '-1')
 if refused >= 0 then redis.call('HDEL', truncKey, member) end
 if refused > 0 then
@@ -120,7 +135,7 @@ if refused > 0 then
 end
 if done ~= '' then
   room(#done + OVERHEAD)
-  add(done, true)
+  add(done, '')
 end
 if redis.call('HEXISTS', sizesKey, member) == 1 then redis.call('ZADD', endedKey, expireAt, member) end
 for _, m in ipairs(redis.call('ZRANGE', endedKey, '-inf', now, 'BYSCORE', 'LIMIT', 0, 16)) do
@@ -133,7 +148,7 @@ for _, m in ipairs(redis.call('ZRANGE', endedKey, '-inf', now, 'BYSCORE', 'LIMIT
     redis.call('ZADD', endedKey, now + ttl, m)
   else redis.call('ZADD', endedKey, at, m) end -- it lives longer than its end said (its session was deleted)
 end
-redis.call('HSET', exec, unpack(ARGV, 12, 11 + n))
+redis.call('HSET', exec, unpack(ARGV, fieldsAt, fieldsAt + n - 1))
 redis.call('HDEL', exec, 'code', 'kind', 'timeout_ms')
 redis.call('PEXPIRE', exec, ttl)
 redis.call('PEXPIRE', stream, ttl)
@@ -142,7 +157,7 @@ redis.call('SREM', unfinished, eid)
 if sessionDeadline ~= '' then
   local st = redis.call('HGET', session, 'status')
   if st and st ~= 'dead' then
-    redis.call('HSET', session, unpack(ARGV, 12 + n))
+    redis.call('HSET', session, unpack(ARGV, fieldsAt + n))
     redis.call('ZADD', deadlines, sessionDeadline, string.match(member, '^(.-)/'))
   end
 end
@@ -196,7 +211,11 @@ for _, id in ipairs(redis.call('LRANGE', list, 0, 1)) do pack(sid .. '/' .. id) 
 -- Trimmed (and its older ones' expired ids dropped) once it lists more than it keeps.
 if redis.call('LPUSH', list, ARGV[9]) > tonumber(ARGV[10]) then ${TRIM_LIST}(list, older, tonumber(ARGV[10]), ARGV[12], ARGV[6]) end
 redis.call('SADD', unfinished, ARGV[9])
-if ARGV[5] ~= '' then add(ARGV[5], true) end
+-- The execution is new, so is its log: nothing to look up before its first entry.
+if ARGV[5] ~= '' then
+  added = { '' }
+  add(ARGV[5], '')
+end
 return { 1, added or {} }`
 
 // Drops the logs (and execution records) of a deleted session and gives their bytes back.

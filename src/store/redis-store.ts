@@ -143,8 +143,10 @@ export class RedisStore {
     done: object | null,
     fields: Partial<ExecutionRecord>,
     session: { fields: Partial<SessionRecord>; deadlineMs: number } | null,
+    before: object[] = [],
   ): Promise<Appended | null> {
-    return this.eventBytes.end({ tenant, sid, eid }, done, toHash(fields), session ? { fields: toHash(session.fields), deadlineMs: session.deadlineMs } : null)
+    const s = session ? { fields: toHash(session.fields), deadlineMs: session.deadlineMs } : null
+    return this.eventBytes.end({ tenant, sid, eid }, done, toHash(fields), s, before)
   }
 
   /** Claims up to `max` sessions due at `nowMs` until `nowMs + claimMs`; settle each claim when its work is done. */
@@ -287,6 +289,11 @@ export class RedisStore {
   /** Appends one event like appendEvent; resolves with what was added (for local readers: EventFeed.deliver). */
   async appendLive(sid: string, eid: string, event: { type: string; [k: string]: unknown }, tenant: string): Promise<Appended | null> {
     return (await this.eventBytes.append(tenant, sid, eid, event)).added
+  }
+
+  /** Appends events in order, in one round trip, like appendLive each. */
+  async appendLiveMany(sid: string, eid: string, events: Array<{ type: string; [k: string]: unknown }>, tenant: string): Promise<Appended | null> {
+    return this.eventBytes.appendMany(tenant, sid, eid, events)
   }
 
   /** The log's last event (null: none). */

@@ -52,7 +52,8 @@ class MemoryStore implements RunnerStore {
     if (status) this.push(eid, status)
     return null
   }
-  async recordEnd(_sid: string, eid: string, _tenant: string, done: object | null, fields: object): Promise<null> {
+  async recordEnd(_sid: string, eid: string, _tenant: string, done: object | null, fields: object, _session: unknown, before: Logged[] = []): Promise<null> {
+    for (const e of before) this.push(eid, e)
     if (done) this.push(eid, done)
     Object.assign(this.records.get(eid) ?? {}, fields)
     this.slots.delete(eid)
@@ -60,6 +61,10 @@ class MemoryStore implements RunnerStore {
   }
   async appendLive(_sid: string, logId: string, e: Logged): Promise<null> {
     this.push(logId, e)
+    return null
+  }
+  async appendLiveMany(_sid: string, logId: string, events: Logged[]): Promise<null> {
+    for (const e of events) this.push(logId, e)
     return null
   }
   async resumePoint(): Promise<{ pos: number; seq: number }> {
