@@ -21,9 +21,8 @@ const REQUEST_LINE = /(?:^|\r\n)(GET|POST|PUT|DELETE|HEAD) (\S+) HTTP\/1\.[01]\r
 export async function startDockerProxy(engineSocket = '/var/run/docker.sock'): Promise<DockerProxy> {
   const dir = mkdtempSync(join(tmpdir(), 'replcast-docker-proxy-'))
   const path = join(dir, 'docker.sock')
-  const rules = new Set<RegExp>()
-  /** Per rule, how to let go of each request it holds. */
-  const waiting = new Map<RegExp, Set<() => void>>()
+  /** Each hang rule, with how to let go of each request it holds. */
+  const rules = new Map<RegExp, Set<() => void>>()
   const sockets = new Set<Socket>()
   let heldCount = 0
 
@@ -37,11 +36,11 @@ export async function startDockerProxy(engineSocket = '/var/run/docker.sock'): P
       // Requests on a kept-alive connection follow each other; the header block of each arrives whole.
       for (const m of chunk.toString('latin1').matchAll(REQUEST_LINE)) {
         const line = `${m[1]} ${(m[2] ?? '').replace(/^\/v[\d.]+\//, '/')}`
-        const rule = [...rules].find((r) => r.test(line))
+        const rule = [...rules.keys()].find((r) => r.test(line))
         if (rule) {
           const held = (holding = [chunk])
           heldCount++
-          waiting.get(rule)?.add(() => {
+          rules.get(rule)?.add(() => {
             holding = null
             for (const c of held) if (!engine.destroyed) engine.write(c)
           })
@@ -65,12 +64,11 @@ export async function startDockerProxy(engineSocket = '/var/run/docker.sock'): P
   return {
     host: `unix://${path}`,
     hang(match) {
-      rules.add(match)
-      waiting.set(match, new Set())
+      const forwards = new Set<() => void>()
+      rules.set(match, forwards)
       return () => {
         rules.delete(match)
-        for (const forward of waiting.get(match) ?? []) forward()
-        waiting.delete(match)
+        for (const forward of forwards) forward()
       }
     },
     held: () => heldCount,
