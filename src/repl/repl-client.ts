@@ -4,6 +4,7 @@
 // with ReplClosedError (SandboxMisbehaved when the client itself gave up on a hostile sandbox).
 import { randomUUID } from 'node:crypto'
 import type { Logger } from 'pino'
+import { frameTextJson } from '../event-json.js'
 import { LimitedLog } from './limited-log.js'
 import { LineDecoder } from './line-decoder.js'
 import { encodeFrame, MAX_FRAME_BYTES, PROTOCOL_VERSION, type LlmRequestFrame, type ReplFrame } from './protocol.js'
@@ -284,7 +285,9 @@ export function executionOf(frame: ReplFrame): string | null {
 export function parseFrame(line: string): ReplFrame | null {
   try {
     const f = JSON.parse(line) as ReplFrame
-    return typeof f === 'object' && f !== null && typeof f.type === 'string' ? f : null
+    if (typeof f !== 'object' || f === null || typeof f.type !== 'string') return null
+    if (f.type === 'stream') frameTextJson(line, f)
+    return f
   } catch {
     return null
   }

@@ -1,6 +1,7 @@
 // One execution as the runner holds it while it is queued or running on this instance, and the
 // mapping of REPL frames to the API events they become.
 import type { Config } from '../config.js'
+import { keepTextJson } from '../event-json.js'
 import type { DoneStatusT } from '../schemas.js'
 import type { ReplFrame } from '../repl/protocol.js'
 import type { ExecutionRecord } from '../store/redis-store.js'
@@ -30,7 +31,7 @@ export function frameToEvent(f: ReplFrame, defaultModel: string): EventPayload |
   const seq = typeof f.seq === 'number' && Number.isFinite(f.seq) ? { seq: f.seq } : {}
   switch (f.type) {
     case 'stream':
-      return { type: f.name === 'stderr' ? 'stderr' : 'stdout', text: text(f.text, ''), ...seq }
+      return keepTextJson(f, { type: f.name === 'stderr' ? 'stderr' : 'stdout', text: text(f.text, ''), ...seq })
     case 'result': {
       const n = countOf(f.execution_count)
       return { type: 'result', ...(n !== undefined ? { execution_count: n } : {}), data: bundle(f.data), ...seq }
