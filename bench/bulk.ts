@@ -2,9 +2,10 @@
 // client: MB/s and the API's RSS growth; baseline: python3 on the host writing the same into a pipe.
 // Then a slow client (reading ~1 MB/s for a few seconds): the API's RSS must stay bounded.
 import { spawn } from 'node:child_process'
+import { availableParallelism } from 'node:os'
 import { call, createSession, deleteSession, execute, type Target } from './client.js'
 import type { Report } from './report.js'
-import { redisBytes, rssBytes, sampleMax, startServer } from './server.js'
+import { cpuMs, machineCpu, redisBytes, redisCpuMs, rssBytes, sampleMax, startServer } from './server.js'
 
 const CHUNKS = 800
 const BYTES = CHUNKS * 65536
@@ -38,6 +39,7 @@ export async function bulk(report: Report): Promise<void> {
     let limits = 0
     const rss0 = rssBytes(server.pid)
     const peak = sampleMax(() => rssBytes(server.pid))
+    const cpu0 = { api: cpuMs(server.pid), redis: await redisCpuMs(server.redis), client: process.cpuUsage(), machine: machineCpu() }
     const run = await execute(t, sid, CODE, {
       timeout_s: 300,
       onEvent: (e) => {
@@ -46,10 +48,23 @@ export async function bulk(report: Report): Promise<void> {
       },
     })
     const grew = (peak.stop() - rss0) / MiB
+    const client = process.cpuUsage(cpu0.client)
+    const m = machineCpu()
+    const cpu = [
+      ['API', cpuMs(server.pid) - cpu0.api],
+      ['Redis', (await redisCpuMs(server.redis)) - cpu0.redis],
+      ['client', (client.user + client.system) / 1000],
+      ['dockerd', m.dockerdMs - cpu0.machine.dockerdMs],
+      ['containerd and shims', m.containerdMs - cpu0.machine.containerdMs],
+      ["the sandbox's python", m.sandboxMs - cpu0.machine.sandboxMs],
+    ] as const
     const seconds = (run.doneAt - run.t0) / 1000
     const rate = text / MB / seconds
     const pipe = await hostPipe()
     console.log(`  (${(text / MiB).toFixed(1)} of ${BYTES / MiB} MiB of stdout reached the client in ${seconds.toFixed(2)} s; ${limits} limit events)`)
+    console.log(
+      `  (CPU for it: ${cpu.map(([who, ms]) => `${who} ${ms.toFixed(0)} ms`).join(', ')}; the machine ${(m.busyMs - cpu0.machine.busyMs).toFixed(0)} ms on ${availableParallelism()} cores)`,
+    )
     report.add(G, 'stdout of one 50 MiB execution to one SSE client', rate, 'MB/s', {
       baseline: { name: 'python3 on the host into a pipe', value: pipe },
       ratio: 'ours/baseline',
