@@ -304,6 +304,8 @@ class Capture(Flusher):
         exec_id = self._target.exec_id
         if exec_id is None or not self._pending:
             return  # idle text waits for the next execution
+        # Keys in this order, seq last (put adds it): the host takes an ASCII text's JSON from the
+        # line as it is when the frame has exactly this shape (src/event-json.ts, frameTextJson).
         for name, text in self._pending:
             step = ASCII_FRAME_CHARS if text.isascii() else OTHER_FRAME_CHARS
             for at in range(0, len(text), step):
