@@ -16,7 +16,27 @@ local OVERHEAD = ${ENTRY_OVERHEAD_BYTES}
 local stream, totalKey, sizesKey, endedKey, truncKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local member, limit, maxlen, prefix = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 
-local function total() return tonumber(redis.call('GET', totalKey) or '0') end
+-- What this script knows of the tenant's total, of this log's length and of its truncation, read
+-- from Redis once at most and kept up to date by every change the script makes. Bytes this script
+-- added to the log are counted in Redis once, at its end or before a log is dropped (settle).
+local totalNow, lengthNow, truncRead, truncNow, unsettled = nil, nil, false, nil, 0
+local function total()
+  if not totalNow then totalNow = tonumber(redis.call('GET', totalKey) or '0') end
+  return totalNow + unsettled
+end
+local function settle()
+  if unsettled == 0 then return end
+  totalNow = redis.call('INCRBY', totalKey, unsettled)
+  redis.call('HINCRBY', sizesKey, member, unsettled)
+  unsettled = 0
+end
+-- Bytes refused since the log's limit event; nil when it is not truncated.
+local function refusedSoFar()
+  if not truncRead then
+    truncNow, truncRead = tonumber(redis.call('HGET', truncKey, member)), true
+  end
+  return truncNow
+end
 
 local function logKey(m, kind)
   local sid, eid = string.match(m, '^(.-)/(.*)$')
@@ -28,7 +48,7 @@ local function forget(m)
   local n = tonumber(redis.call('HGET', sizesKey, m) or '0')
   redis.call('HDEL', sizesKey, m)
   redis.call('ZREM', endedKey, m)
-  redis.call('DECRBY', totalKey, n)
+  totalNow = redis.call('DECRBY', totalKey, n)
 end
 
 -- Drops ended logs, oldest first, until \`need\` more bytes fit; false when they still do not.
@@ -36,8 +56,10 @@ local function room(need)
   while total() + need > limit do
     local oldest = redis.call('ZRANGE', endedKey, 0, 0)[1]
     if not oldest then return false end
+    settle() -- the log dropped may be this one: its bytes so far go with it
     redis.call('UNLINK', logKey(oldest, 'events'), logKey(oldest, 'exec'))
     forget(oldest)
+    if oldest == member then lengthNow = nil end
   end
   return true
 end
@@ -57,13 +79,14 @@ local function add(payload, mark)
   added[#added + 1] = id
   added[#added + 1] = mark or payload
   local n = #payload + OVERHEAD
-  local extra = redis.call('XLEN', stream) - maxlen
+  lengthNow = lengthNow and lengthNow + 1 or redis.call('XLEN', stream)
+  local extra = lengthNow - maxlen
   if extra > 0 then
     for _, e in ipairs(redis.call('XRANGE', stream, '-', '+', 'COUNT', extra)) do n = n - #e[2][2] - OVERHEAD end
     redis.call('XTRIM', stream, 'MAXLEN', maxlen)
+    lengthNow = maxlen
   end
-  redis.call('INCRBY', totalKey, n)
-  redis.call('HINCRBY', sizesKey, member, n)
+  unsettled = unsettled + n
   return id
 end
 
@@ -76,8 +99,8 @@ end
 -- truncated: it gets a limit event and keeps nothing more but its status and done.
 local function appendOwn(payload, mark, force)
   local size = #payload + OVERHEAD
-  if redis.call('HEXISTS', truncKey, member) == 1 and not force then
-    redis.call('HINCRBY', truncKey, member, size)
+  if refusedSoFar() and not force then
+    truncNow = redis.call('HINCRBY', truncKey, member, size)
     return false
   end
   if room(size) or force then
@@ -85,6 +108,7 @@ local function appendOwn(payload, mark, force)
     return true
   end
   redis.call('HSET', truncKey, member, 0)
+  truncNow = 0
   add(limitEvent(size))
   return false
 end
@@ -102,6 +126,7 @@ if redis.call('ZSCORE', endedKey, member) and redis.call('EXISTS', stream) == 0 
 for i = 6, #ARGV do
   if appendOwn(ARGV[i], '@' .. (i - 5), force) then kept = kept + 1 end
 end
+settle()
 return { kept, added or {} }`
 
 // Ends an execution in one round trip. Its log: the log joins the ended ones (first to be dropped),
@@ -126,8 +151,11 @@ local exec, running, unfinished, session, deadlines = KEYS[6], KEYS[7], KEYS[8],
 local eid, sessionDeadline, n, before = ARGV[9], ARGV[10], tonumber(ARGV[11]), tonumber(ARGV[12])
 for i = 1, before do appendOwn(ARGV[12 + i], '@' .. i, false) end
 local fieldsAt = 13 + before
-local refused = tonumber(redis.call('HGET', truncKey, member) or '-1')
-if refused >= 0 then redis.call('HDEL', truncKey, member) end
+local refused = refusedSoFar() or -1
+if refused >= 0 then
+  redis.call('HDEL', truncKey, member)
+  truncNow = nil
+end
 if refused > 0 then
   local e = limitEvent(refused)
   room(#e + OVERHEAD)
@@ -137,6 +165,7 @@ if done ~= '' then
   room(#done + OVERHEAD)
   add(done, '')
 end
+settle()
 if redis.call('HEXISTS', sizesKey, member) == 1 then redis.call('ZADD', endedKey, expireAt, member) end
 for _, m in ipairs(redis.call('ZRANGE', endedKey, '-inf', now, 'BYSCORE', 'LIMIT', 0, 16)) do
   local key = logKey(m, 'events')
@@ -213,8 +242,9 @@ if redis.call('LPUSH', list, ARGV[9]) > tonumber(ARGV[10]) then ${TRIM_LIST}(lis
 redis.call('SADD', unfinished, ARGV[9])
 -- The execution is new, so is its log: nothing to look up before its first entry.
 if ARGV[5] ~= '' then
-  added = { '' }
+  added, lengthNow = { '' }, 0
   add(ARGV[5], '')
+  settle()
 end
 return { 1, added or {} }`
 
