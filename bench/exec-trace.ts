@@ -7,13 +7,13 @@
 import { ReplClient } from '../src/repl/repl-client.js'
 import type { ReplFrame } from '../src/repl/protocol.js'
 import { startBenchApp } from './harness.js'
-import { mark, traced, type TraceEntry } from './trace.js'
+import { mark, phaseTimes, traced, type Phase, type TraceEntry } from './trace.js'
 
 const SAMPLES = Number(process.env.BENCH_TRACE_SAMPLES ?? 600)
 const SLOWEST = 0.03
 
 /** Each phase ends where the first entry matching it begins (`end`: where it ends). */
-const PHASES: Array<[string, RegExp, 'at' | 'end']> = [
+const PHASES: Phase[] = [
   ['request in (client, HTTP parse)', /^server: request in/, 'at'],
   ['auth, rate limit, validation', /^server: handler starts/, 'at'],
   ['execution recorded and started (Redis)', /^evalsha start_execution /, 'end'],
@@ -42,17 +42,6 @@ function markRepl(): void {
     first = f.type === 'done'
     dispatch.call(this, f)
   }
-}
-
-function phases(trace: TraceEntry[]): number[] {
-  let prev = 0
-  return PHASES.map(([, re, which]) => {
-    const e = trace.find((x) => re.test(x.what))
-    const t = e ? (which === 'end' ? (e.end ?? e.at) : e.at) : NaN
-    const ms = t - prev
-    if (!Number.isNaN(t)) prev = t
-    return ms
-  })
 }
 
 function mean(xs: number[]): number {
@@ -88,7 +77,7 @@ async function main(): Promise<void> {
       })
       traces.push(t.entries)
     }
-    const rows = traces.map(phases)
+    const rows = traces.map((t) => phaseTimes(t, PHASES))
     const total = (r: number[]) => r.reduce((a, b) => a + (Number.isNaN(b) ? 0 : b), 0)
     const slow = [...rows].sort((a, b) => total(a) - total(b)).slice(-Math.max(1, Math.round(rows.length * SLOWEST)))
     console.log(`\n== print(1) SSE in an existing session by phase (ms): median of ${rows.length}; mean of the slowest ${slow.length}`)

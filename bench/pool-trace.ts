@@ -4,7 +4,19 @@
 // Run: node --import=@tapjs/typescript/import bench/pool-trace.ts (needs dockerd, Redis and the sandbox image).
 import { Redis } from 'ioredis'
 import { startBenchApp, type BenchApp } from './harness.js'
-import { dockerCalls, firstResponse, mark, roundTrips, sequentialRoundTrips, timeline, traced, untraced, type TraceEntry } from './trace.js'
+import {
+  dockerCalls,
+  firstResponse,
+  mark,
+  phaseTimes,
+  roundTrips,
+  sequentialRoundTrips,
+  timeline,
+  traced,
+  untraced,
+  type Phase,
+  type TraceEntry,
+} from './trace.js'
 
 const POOL_SIZE = 4
 const SAMPLES = Number(process.env.BENCH_TRACE_SAMPLES ?? 20)
@@ -15,7 +27,7 @@ const SAMPLES = Number(process.env.BENCH_TRACE_SAMPLES ?? 20)
  * pooled sandbox, its writes), the execution recorded, the REPL's round trip and its end recorded,
  * the reply, the client reading it.
  */
-const PHASES: Array<[string, RegExp, 'at' | 'end']> = [
+const PHASES: Phase[] = [
   ['request in (HTTP parse)', /^server: request in/, 'at'],
   ['auth, rate limit, placement, validation', /^server: handler starts/, 'at'],
   ['session: limits, pool take (CPU)', /^evalsha create_session /, 'at'],
@@ -27,21 +39,9 @@ const PHASES: Array<[string, RegExp, 'at' | 'end']> = [
   ['client has read it', /^client: reply read/, 'at'],
 ]
 
-/** Milliseconds each phase of each trace took (NaN where a trace lacks its mark). */
-function phases(trace: TraceEntry[]): number[] {
-  let prev = 0
-  return PHASES.map(([, re, which]) => {
-    const e = trace.find((x) => re.test(x.what))
-    const t = e ? (which === 'end' ? (e.end ?? e.at) : e.at) : NaN
-    const ms = t - prev
-    if (!Number.isNaN(t)) prev = t
-    return ms
-  })
-}
-
 function phaseTable(name: string, traces: TraceEntry[][]): void {
   console.log(`\n== ${name}: median of ${traces.length} (ms per phase; Redis round trips until the reply)`)
-  const rows = traces.map(phases)
+  const rows = traces.map((t) => phaseTimes(t, PHASES))
   const median = (xs: number[]) => {
     const s = xs.filter((x) => !Number.isNaN(x)).sort((a, b) => a - b)
     return s[Math.floor(s.length / 2)] ?? NaN

@@ -137,6 +137,21 @@ export function mark(what: string): void {
   if (t) t.entries.push({ kind: 'http', what, at: performance.now() - t.t0, end: null })
 }
 
+/** A phase of a request: its label, the entry that ends it, and whether it ends where that entry begins or ends. */
+export type Phase = [label: string, endsAt: RegExp, which: 'at' | 'end']
+
+/** Milliseconds each phase of a trace took, each from where the one before it ended (NaN where the trace lacks its entry). */
+export function phaseTimes(trace: TraceEntry[], phases: Phase[]): number[] {
+  let prev = 0
+  return phases.map(([, re, which]) => {
+    const e = trace.find((x) => re.test(x.what))
+    const t = e ? (which === 'end' ? (e.end ?? e.at) : e.at) : NaN
+    const ms = t - prev
+    if (!Number.isNaN(t)) prev = t
+    return ms
+  })
+}
+
 /** When the API finished writing the trace's first response (Infinity: none did). */
 export function firstResponse(entries: TraceEntry[]): number {
   return entries.find((e) => e.kind === 'http' && e.what === 'server: response finished')?.at ?? Infinity
