@@ -202,7 +202,6 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     await cluster.close()
     await layer.close()
     await feed.stop()
-    blocking.disconnect()
     if (!opts.redis) {
       await redis.quit().catch(() => undefined)
       // Through Sentinel, quit leaves ioredis's failover-detector connections open (ioredis#1362): disconnect closes them.

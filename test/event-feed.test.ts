@@ -7,6 +7,9 @@ import { Redis } from 'ioredis'
 import { pino } from 'pino'
 import { EventFeed } from '../src/store/event-feed.js'
 import { RedisStore, type LoggedEvent } from '../src/store/redis-store.js'
+import type { ExecutionRecord } from '../src/store/records.js'
+import { startPrivateRedis } from './helpers/private-redis.js'
+import { waitFor } from './helpers/wait.js'
 
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
 
@@ -135,4 +138,58 @@ t.test('a reader from the start given the first entries as appended reads nothin
   tt.equal(await done, true)
   tt.same(seen, await logged('exe_4'))
   tt.equal(reads(), 0, 'no page read')
+})
+
+t.test('after a Redis restart, a new reader of a log another instance appends is woken at once, and the feed stops at once', async (tt) => {
+  const redis = await startPrivateRedis({ persistent: false })
+  tt.teardown(() => redis.destroy())
+  const conn = new Redis(redis.url)
+  const blocking = new Redis(redis.url)
+  for (const c of [conn, blocking]) c.on('error', () => undefined)
+  tt.teardown(() => conn.disconnect())
+  const store = new RedisStore(conn, 'replcast-test-feed:', { eventMaxLen: 1000, eventTtlS: 60 })
+  // Both executions run (their records are not what this test is about).
+  store.getExecution = async () => ({ status: 'running' }) as ExecutionRecord
+  const firstReads = new Map<string, () => void>()
+  const readEventPage = store.readEventPage.bind(store)
+  store.readEventPage = async (sid, eid, after, count) => {
+    const page = await readEventPage(sid, eid, after, count)
+    firstReads.get(eid)?.()
+    return page
+  }
+  const feed = new EventFeed(store, blocking, pino({ level: 'silent' }))
+  feed.start()
+  let stopped = false
+  tt.teardown(() => (stopped ? undefined : feed.stop()))
+  /** A reader of a log this instance does not append: resolves once it has read the log once. */
+  const remoteReader = (eid: string) => {
+    const seen: string[] = []
+    const read = new Promise<void>((r) => firstReads.set(eid, r))
+    const ac = new AbortController()
+    tt.teardown(() => ac.abort())
+    const done = feed.follow('ses_feed', eid, '', (e) => void seen.push(e.type), ac.signal, false)
+    return { seen, done, read }
+  }
+  const blocked = async () => (await conn.client('LIST')).includes('cmd=xread')
+  const a = remoteReader('exe_a')
+  await a.read
+  tt.ok(await waitFor(blocked), 'the feed waits on Redis for the log')
+  await redis.stop()
+  await redis.start()
+  await store.appendLive('ses_feed', 'exe_a', { type: 'stdout', text: 'a' }, 'tenant-a')
+  tt.ok(await waitFor(() => a.seen.includes('stdout')), 'the reader from before the restart gets what is appended after it')
+  tt.ok(await waitFor(blocked), 'the feed waits on Redis again')
+  const b = remoteReader('exe_b')
+  await b.read
+  const appended = performance.now()
+  await store.appendLive('ses_feed', 'exe_b', { type: 'done', status: 'ok' }, 'tenant-a')
+  tt.equal(await b.done, true, 'a reader that joined after the restart gets its done')
+  // Before: the feed's wake-up went to the connection from before the restart, and the new key
+  // waited for the running blocking read to end (5 s).
+  tt.ok(performance.now() - appended < 2500, 'without waiting out the blocking read under way')
+  tt.ok(await waitFor(blocked), 'the feed waits on Redis again')
+  const stopping = performance.now()
+  stopped = true
+  await feed.stop()
+  tt.ok(performance.now() - stopping < 2500, 'stop ends the blocking read under way')
 })

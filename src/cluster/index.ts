@@ -8,6 +8,7 @@ import type { Redis } from 'ioredis'
 import type { Logger } from 'pino'
 import type { Config } from '../config.js'
 import type { RedisStore } from '../store/redis-store.js'
+import { ClusterChannel } from './channel.js'
 import { InstanceDirectory } from './directory.js'
 import { Failover } from './failover.js'
 import { FORWARDED_HEADER, Forwarder, HopBody, type HopOutcome } from './forward.js'
@@ -60,8 +61,7 @@ export function createCluster(deps: ClusterDeps): Cluster {
   })
   const forwarder = new Forwarder()
   const failover = new Failover({ redis, keys, instanceId: config.instanceId, directory, sessions, log })
-  const subscriber = redis.duplicate({ lazyConnect: true })
-  subscriber.on('error', (err: Error) => log.warn({ err: { message: err.message } }, 'redis subscriber connection error'))
+  const channel = new ClusterChannel(redis.duplicate({ lazyConnect: true }), keys.clusterChannel(), log)
   let secret = config.REPLCAST_INTERNAL_SECRET
   let secretBytes = Buffer.from(secret)
   const timers: NodeJS.Timeout[] = []
@@ -101,11 +101,9 @@ export function createCluster(deps: ClusterDeps): Cluster {
         secretBytes = Buffer.from(secret)
       }
       await directory.beat()
-      await subscriber.connect()
-      subscriber.on('message', (_channel: string, id: string) => {
+      await channel.listen((id) => {
         if (!stopped) void track(failover.takeOverFrom(id))
       })
-      await subscriber.subscribe(keys.clusterChannel())
     },
     run() {
       every(config.INSTANCE_HEARTBEAT_MS, () => directory.beat())
@@ -142,7 +140,7 @@ export function createCluster(deps: ClusterDeps): Cluster {
       stopped = true
       for (const t of timers) clearInterval(t)
       forwarder.close()
-      subscriber.disconnect()
+      channel.close()
       await Promise.all(inFlight)
     },
   }

@@ -56,7 +56,12 @@ export class EventFeed {
     private readonly log: Logger,
     /** Counts reads tried again while Redis could not answer. */
     private readonly readRetries: { inc(): void } = { inc: () => undefined },
-  ) {}
+  ) {
+    // A new connection (after a Redis restart or failover) has a new id: read again before the next XREAD.
+    blocking.on('close', () => {
+      this.blockingId = null
+    })
+  }
 
   start(): void {
     if (this.running) return
@@ -64,10 +69,11 @@ export class EventFeed {
     this.loopDone = this.loop()
   }
 
+  /** Stops reading and closes the blocking connection (an XREAD under way ends with it). */
   async stop(): Promise<void> {
     this.running = false
     this.kick?.()
-    await this.unblock()
+    this.blocking.disconnect()
     await this.loopDone
   }
 
@@ -255,11 +261,6 @@ export class EventFeed {
   }
 
   private async loop(): Promise<void> {
-    try {
-      this.blockingId = Number(await this.blocking.client('ID'))
-    } catch (err) {
-      this.log.warn({ err }, 'event feed: no client id')
-    }
     while (this.running) {
       const keys = [...this.remote.keys()]
       if (keys.length === 0) {
@@ -270,6 +271,8 @@ export class EventFeed {
         continue
       }
       try {
+        // (an XREAD ioredis sends again on a new connection still runs under the old id: a kick may wait for its end)
+        this.blockingId ??= Number(await this.blocking.client('ID'))
         // One entry per key, then on to the log's newest: only ids matter here (readers re-read the log
         // from their own position, in bounded pages), and a thousand entries of a large log would be
         // hundreds of MB read for nothing.
@@ -284,7 +287,7 @@ export class EventFeed {
         }
       } catch (err) {
         if (!this.running) break
-        this.log.warn({ err }, 'event feed: XREAD failed, retrying')
+        this.log.warn({ err }, 'event feed: reading the remote logs failed, retrying')
         await new Promise<void>((r) => {
           const t = setTimeout(r, 500)
           t.unref()
