@@ -140,6 +140,41 @@ t.test('a reader from the start given the first entries as appended reads nothin
   tt.equal(reads(), 0, 'no page read')
 })
 
+t.test('a reader woken by the events it waits for leaves no timer behind', async (tt) => {
+  const { store, feed } = await setup(tt)
+  // The reader's long timers (its wake-up of last resort), seen through the global timer functions.
+  const made: NodeJS.Timeout[] = []
+  const pending = new Set<NodeJS.Timeout>()
+  const { setTimeout: realSet, clearTimeout: realClear } = globalThis
+  globalThis.setTimeout = ((fn: () => void, ms?: number) => {
+    const timer = realSet(fn, ms)
+    if ((ms ?? 0) >= 5000) {
+      made.push(timer)
+      pending.add(timer)
+    }
+    return timer
+  }) as typeof setTimeout
+  globalThis.clearTimeout = ((timer: NodeJS.Timeout) => {
+    pending.delete(timer)
+    realClear(timer)
+  }) as typeof clearTimeout
+  tt.teardown(() => Object.assign(globalThis, { setTimeout: realSet, clearTimeout: realClear }))
+  const first = await store.appendLive('ses_feed', 'exe_5', { type: 'status', state: 'running' }, 'tenant-a')
+  const done = feed.follow('ses_feed', 'exe_5', '', () => undefined, new AbortController().signal, true, first!)
+  for (const e of [
+    { type: 'stdout', text: 'x' },
+    { type: 'done', status: 'ok' },
+  ]) {
+    // The reader has taken what it had and waits (a turn of the event loop later).
+    await new Promise((r) => setImmediate(r))
+    feed.deliver('ses_feed', 'exe_5', await store.appendLive('ses_feed', 'exe_5', e, 'tenant-a'))
+  }
+  tt.equal(await done, true)
+  tt.equal(made.length, 2, 'it waited twice, each time with a timer of last resort')
+  // Before: each wait's timer stayed for 10 s, and with it the reader and its client's reply.
+  tt.equal(pending.size, 0, 'every one of them was cleared')
+})
+
 t.test('after a Redis restart, a new reader of a log another instance appends is woken at once, and the feed stops at once', async (tt) => {
   const redis = await startPrivateRedis({ persistent: false })
   tt.teardown(() => redis.destroy())

@@ -188,10 +188,14 @@ export class EventFeed {
         if (!dirty && pending.length > 0) continue
         if (!dirty) {
           quiet = await new Promise<boolean>((resolve) => {
-            wake = () => resolve(false)
             // Belt and braces against a lost wake-up, and a liveness check (below) when nothing comes.
             const t = setTimeout(() => resolve(true), BLOCK_MS * 2)
             t.unref()
+            wake = () => {
+              // Cleared: a pending timer would keep this reader (its events, its client's reply) alive for 10 s.
+              clearTimeout(t)
+              resolve(false)
+            }
           })
           wake = null
           // Handed-over entries (or a wake that set dirty) brought it here; after a quiet while, read Redis anyway.
