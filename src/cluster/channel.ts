@@ -12,7 +12,7 @@ export class ClusterChannel {
   constructor(
     private readonly conn: Redis,
     private readonly name: string,
-    private readonly log: Logger,
+    log: Logger,
   ) {
     conn.options.autoResubscribe = false
     conn.on('error', (err: Error) => log.warn({ err: { message: err.message } }, 'redis subscriber connection error'))
