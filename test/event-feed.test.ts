@@ -205,7 +205,11 @@ t.test('after a Redis restart, a new reader of a log another instance appends is
     const done = feed.follow('ses_feed', eid, '', (e) => void seen.push(e.type), ac.signal, false)
     return { seen, done, read }
   }
-  const blocked = async () => (await conn.client('LIST')).includes('cmd=xread')
+  /** A client of Redis is blocked (flag b) in its XREAD now. */
+  const blocked = async () =>
+    String(await conn.client('LIST'))
+      .split('\n')
+      .some((l) => / flags=\w*b\w* /.test(l) && l.includes('cmd=xread'))
   const a = remoteReader('exe_a')
   await a.read
   tt.ok(await waitFor(blocked), 'the feed waits on Redis for the log')

@@ -266,8 +266,7 @@ export class EventFeed {
 
   private async loop(): Promise<void> {
     while (this.running) {
-      const keys = [...this.remote.keys()]
-      if (keys.length === 0) {
+      if (this.remote.size === 0) {
         await new Promise<void>((r) => {
           this.kick = r
         })
@@ -277,6 +276,8 @@ export class EventFeed {
       try {
         // (an XREAD ioredis sends again on a new connection still runs under the old id: a kick may wait for its end)
         this.blockingId ??= Number(await this.blocking.client('ID'))
+        // The keys as they are now, in the same turn as the XREAD is written: a key watched before it goes with it.
+        const keys = [...this.remote.keys()]
         // One entry per key, then on to the log's newest: only ids matter here (readers re-read the log
         // from their own position, in bounded pages), and a thousand entries of a large log would be
         // hundreds of MB read for nothing.
