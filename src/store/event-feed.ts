@@ -278,6 +278,7 @@ export class EventFeed {
         this.blockingId ??= Number(await this.blocking.client('ID'))
         // The keys as they are now, in the same turn as the XREAD is written: a key watched before it goes with it.
         const keys = [...this.remote.keys()]
+        if (keys.length === 0) continue
         // One entry per key, then on to the log's newest: only ids matter here (readers re-read the log
         // from their own position, in bounded pages), and a thousand entries of a large log would be
         // hundreds of MB read for nothing.
