@@ -7,7 +7,7 @@
 import { ReplClient } from '../src/repl/repl-client.js'
 import type { ReplFrame } from '../src/repl/protocol.js'
 import { startBenchApp } from './harness.js'
-import { mark, phaseTimes, traced, type Phase, type TraceEntry } from './trace.js'
+import { mark, phaseMedian, phaseTimes, traced, type Phase, type TraceEntry } from './trace.js'
 
 const SAMPLES = Number(process.env.BENCH_TRACE_SAMPLES ?? 600)
 const SLOWEST = 0.03
@@ -49,11 +49,6 @@ function mean(xs: number[]): number {
   return s.reduce((a, b) => a + b, 0) / s.length
 }
 
-function median(xs: number[]): number {
-  const s = xs.filter((x) => !Number.isNaN(x)).sort((a, b) => a - b)
-  return s[Math.floor(s.length / 2)] ?? NaN
-}
-
 async function main(): Promise<void> {
   markRepl()
   const app = await startBenchApp()
@@ -82,11 +77,11 @@ async function main(): Promise<void> {
     const slow = [...rows].sort((a, b) => total(a) - total(b)).slice(-Math.max(1, Math.round(rows.length * SLOWEST)))
     console.log(`\n== print(1) SSE in an existing session by phase (ms): median of ${rows.length}; mean of the slowest ${slow.length}`)
     PHASES.forEach(([label], i) => {
-      const all = median(rows.map((r) => r[i]!))
+      const all = phaseMedian(rows.map((r) => r[i]!))
       const tail = mean(slow.map((r) => r[i]!))
       console.log(`  ${label.padEnd(44)} ${all.toFixed(2).padStart(7)} ${tail.toFixed(2).padStart(8)}`)
     })
-    console.log(`  ${'in all'.padEnd(44)} ${median(rows.map(total)).toFixed(2).padStart(7)} ${mean(slow.map(total)).toFixed(2).padStart(8)}`)
+    console.log(`  ${'in all'.padEnd(44)} ${phaseMedian(rows.map(total)).toFixed(2).padStart(7)} ${mean(slow.map(total)).toFixed(2).padStart(8)}`)
     await fetch(`${app.base}/v1/sessions/${sid}`, { method: 'DELETE', headers: { authorization: app.headers.authorization! } })
   } finally {
     await app.close()

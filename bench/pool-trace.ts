@@ -8,6 +8,7 @@ import {
   dockerCalls,
   firstResponse,
   mark,
+  phaseMedian,
   phaseTimes,
   roundTrips,
   sequentialRoundTrips,
@@ -42,21 +43,17 @@ const PHASES: Phase[] = [
 function phaseTable(name: string, traces: TraceEntry[][]): void {
   console.log(`\n== ${name}: median of ${traces.length} (ms per phase; Redis round trips until the reply)`)
   const rows = traces.map((t) => phaseTimes(t, PHASES))
-  const median = (xs: number[]) => {
-    const s = xs.filter((x) => !Number.isNaN(x)).sort((a, b) => a - b)
-    return s[Math.floor(s.length / 2)] ?? NaN
-  }
   PHASES.forEach(([label], i) =>
     console.log(
-      `  ${label.padEnd(48)} ${median(rows.map((r) => r[i]!))
+      `  ${label.padEnd(48)} ${phaseMedian(rows.map((r) => r[i]!))
         .toFixed(2)
         .padStart(7)}`,
     ),
   )
   const reply = traces.map((t) => firstResponse(t))
-  console.log(`  ${'reply written after'.padEnd(48)} ${median(reply).toFixed(2).padStart(7)}`)
+  console.log(`  ${'reply written after'.padEnd(48)} ${phaseMedian(reply).toFixed(2).padStart(7)}`)
   console.log(
-    `  ${'Redis round trips (one after the other)'.padEnd(48)} ${median(traces.map((t, i) => roundTrips(t, reply[i])))} (${median(traces.map((t, i) => sequentialRoundTrips(t, reply[i])))})`,
+    `  ${'Redis round trips (one after the other)'.padEnd(48)} ${phaseMedian(traces.map((t, i) => roundTrips(t, reply[i])))} (${phaseMedian(traces.map((t, i) => sequentialRoundTrips(t, reply[i])))})`,
   )
 }
 

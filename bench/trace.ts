@@ -152,6 +152,12 @@ export function phaseTimes(trace: TraceEntry[], phases: Phase[]): number[] {
   })
 }
 
+/** The median of the samples that have a value (NaN: a trace lacked the phase). */
+export function phaseMedian(xs: number[]): number {
+  const s = xs.filter((x) => !Number.isNaN(x)).sort((a, b) => a - b)
+  return s[Math.floor(s.length / 2)] ?? NaN
+}
+
 /** When the API finished writing the trace's first response (Infinity: none did). */
 export function firstResponse(entries: TraceEntry[]): number {
   return entries.find((e) => e.kind === 'http' && e.what === 'server: response finished')?.at ?? Infinity
