@@ -1,6 +1,8 @@
 // Issue 11, round trip: print(1) by HTTP POST + SSE until `done` from this (client) process to the
 // server process, next to the same run's floors: a bare local Jupyter kernel over ZMQ (bench/jupyter.py),
-// a kept-alive GET /healthz, a raw docker-attach echo, and the REPL protocol alone over attach.
+// a kept-alive GET /healthz, a raw docker-attach echo, and the REPL protocol alone over attach, also
+// with a Redis round trip before and after each execution (the floor of recording its start, then its end).
+import type { Redis } from 'ioredis'
 import { spawn } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { pino } from 'pino'
@@ -53,8 +55,12 @@ async function attachEcho(deployment: string): Promise<number[]> {
   }
 }
 
-/** The REPL protocol alone: the host's ReplClient in this process on a sandbox it made, print(1) until done. */
-async function replProtocol(deployment: string): Promise<number[]> {
+/**
+ * The REPL protocol alone: the host's ReplClient in this process on a sandbox it made, print(1) until
+ * done; then the same with a Redis PING before and after each execution, as a server waits for Redis
+ * to record an execution's start before it runs and its end before the client hears of it.
+ */
+async function replProtocol(deployment: string, redis: Redis): Promise<{ alone: number[]; withRedis: number[] }> {
   const log = pino({ level: 'silent' })
   const driver = new DockerSandboxDriver('', log)
   const h = await driver.create(benchSpec(deployment, 'runc'))
@@ -62,14 +68,19 @@ async function replProtocol(deployment: string): Promise<number[]> {
   try {
     await client.ready
     let i = 0
-    return await rounds(
-      () =>
-        new Promise<void>((resolve) =>
-          client.execute(`x${i++}`, 'print(1)', (f) => {
-            if (f.type === 'done') resolve()
-          }),
-        ),
-    )
+    const print = () =>
+      new Promise<void>((resolve) =>
+        client.execute(`x${i++}`, 'print(1)', (f) => {
+          if (f.type === 'done') resolve()
+        }),
+      )
+    const alone = await rounds(print)
+    const withRedis = await rounds(async () => {
+      await redis.ping()
+      await print()
+      await redis.ping()
+    })
+    return { alone, withRedis }
   } finally {
     client.close()
     await driver.remove(h.containerId)
@@ -86,7 +97,7 @@ export async function latency(report: Report): Promise<void> {
     const http = await rounds(() => printOne(t, sid))
     const health = await rounds(() => healthz(t))
     const echo = await attachEcho(raw)
-    const repl = await replProtocol(raw)
+    const repl = await replProtocol(raw, server.redis)
     const jupyter = await jupyterSamples()
     const ours = summarize(http)
     console.log(`  (${ROUNDS} rounds each after ${WARMUP} warm-up; client and server are separate processes)`)
@@ -113,7 +124,8 @@ export async function latency(report: Report): Promise<void> {
     }
     const h = summarize(health)
     const e = summarize(echo)
-    const r = summarize(repl)
+    const r = summarize(repl.alone)
+    const rr = summarize(repl.withRedis)
     const base = (name: string, value: number) => ({ baseline: { name, value }, ratio: 'ours/baseline' as const })
     report.add(G, 'print(1) HTTP+SSE p50 vs keep-alive GET /healthz p50', ours.median, 'ms', base('GET /healthz p50', h.median))
     report.add(G, 'print(1) HTTP+SSE p99 vs keep-alive GET /healthz p99', ours.p99, 'ms', base('GET /healthz p99', h.p99))
@@ -124,6 +136,10 @@ export async function latency(report: Report): Promise<void> {
       note: 'the host REPL client in the client process: no HTTP, no Redis',
     })
     report.add(G, 'print(1) HTTP+SSE p99 vs REPL protocol alone p99', ours.p99, 'ms', base('ReplClient over attach p99', r.p99))
+    report.add(G, 'print(1) HTTP+SSE p50 vs REPL protocol between two Redis round trips p50', ours.median, 'ms', {
+      ...base('PING, ReplClient print(1), PING p50', rr.median),
+      note: 'the floor of waiting for Redis before and after running, with no HTTP and no work in Redis',
+    })
   } finally {
     await server.close()
     await removeRaw(raw)
