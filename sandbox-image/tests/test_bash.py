@@ -101,7 +101,8 @@ class BashTests(ReplTestCase):
                 with open("/proc/%d/stat" % pid) as f:
                     if f.read().rsplit(")", 1)[1].split()[0] == "Z":
                         return True
-            except FileNotFoundError:
+            except (FileNotFoundError, ProcessLookupError):
+                # Gone before the open, or reaped between the open and the read (ESRCH).
                 return True
             time.sleep(0.05)
         return False
