@@ -3,34 +3,16 @@
 // recovered from the container's log up to its bound; past it a `limit` event says so. The neighbour
 // (another tenant) is probed and the new API process measured while it catches up.
 import t, { type Test } from 'tap'
-import Docker from 'dockerode'
 import { API_KEY, OTHER_KEY } from './helpers/app.js'
 import { api, createSession, readSse, stdoutOf, type SseEvent } from './helpers/client.js'
 import { NeighbourProbe, fmtStats } from './helpers/neighbour.js'
 import { CHANNEL_PRELUDE, figuresOf, fmtFigures } from './helpers/channel-attack.js'
 import { isolatedServer, killHard } from './helpers/server-process.js'
+import { containerOf, touch } from './helpers/sandbox-signal.js'
 import { waitFor } from './helpers/wait.js'
 import { DockerDemuxer } from '../src/sandbox/demux.js'
-import { LABEL } from '../src/sandbox/labels.js'
 
 const auth = { authorization: `Bearer ${API_KEY}` }
-
-/** The session's container, as the test's own Docker client sees it. */
-async function containerOf(sid: string): Promise<Docker.Container> {
-  const [info] = await new Docker().listContainers({ filters: { label: [`${LABEL.session}=${sid}`] } })
-  return new Docker().getContainer(info!.Id)
-}
-
-/** Creates `path` inside the session's sandbox (with `docker exec`): the test's signal to the code there. */
-async function touch(sid: string, path: string): Promise<void> {
-  const exec = await (await containerOf(sid)).exec({ Cmd: ['touch', path], AttachStdout: true, AttachStderr: true })
-  const out = await exec.start({ hijack: true, stdin: false })
-  await new Promise((resolve) => {
-    out.on('end', resolve)
-    out.on('close', resolve)
-    out.resume()
-  })
-}
 
 /** Starts `code` with an SSE stream; resolves once `until` saw the event it waits for. */
 async function start(url: string, sid: string, code: string, until: (e: SseEvent) => boolean) {

@@ -5,9 +5,10 @@ import type { Logger } from 'pino'
 import type { Config } from '../config.js'
 import type { DoneStatusT } from '../schemas.js'
 import type { EventFeed } from '../store/event-feed.js'
-import type { Appended, RedisStore } from '../store/redis-store.js'
+import { appendedAhead, type Appended, type RedisStore } from '../store/redis-store.js'
 import { ownsLog, type EventPayload, type PendingExecution } from './execution.js'
 import type { LiveSession } from './live-session.js'
+import { LogTails } from './log-tails.js'
 import type { Metrics } from './metrics.js'
 import { eventJson, withTextJson } from '../event-json.js'
 import { isRedisUnavailable, retry } from '../retry.js'
@@ -43,8 +44,28 @@ export class ExecutionLog {
   /** Bytes of output each session has sent Redis that it has not stored yet, and whether its frames are held back. */
   private readonly unstored = new WeakMap<LiveSession, { bytes: number; held: boolean }>()
   private readonly outboxes = new WeakMap<PendingExecution, Outbox>()
+  private readonly tails = new LogTails()
 
   constructor(private readonly deps: ExecutionLogDeps) {}
+
+  /** The log of `ex` was started with `added` (its first `status`, stored with the execution's record): handed to local readers. */
+  started(live: LiveSession, ex: PendingExecution, added: Appended | null): void {
+    this.tails.started(ex, added)
+    this.deps.feed.deliver(live.id, ex.id, added)
+  }
+
+  /** A write of `count` events to the log of `ex` sent elsewhere (its recorded start): what it added is handed to local readers. */
+  async written(live: LiveSession, ex: PendingExecution, count: number, write: Promise<Appended | null>): Promise<void> {
+    const replied = this.tails.sending(ex, count)
+    try {
+      const added = await write
+      replied(added)
+      this.deps.feed.deliver(live.id, ex.id, added)
+    } catch (err) {
+      replied(null)
+      throw err
+    }
+  }
 
   /**
    * Appends an event of `ex` after the ones before it, where its target says. An execution's own log
@@ -69,7 +90,7 @@ export class ExecutionLog {
       queueMicrotask(() => {
         if (this.outboxes.get(ex) !== opened) return // claimed by the end
         this.outboxes.delete(ex)
-        this.store(live, ex, logId, opened.events, opened.bytes, (events) => this.deps.store.appendLiveMany(live.id, logId, events, live.tenant))
+        this.store(live, ex, logId, opened.events, opened.bytes, (events, ahead) => this.deps.store.appendLiveMany(live.id, logId, events, live.tenant, ahead))
       })
     }
     box.events.push({ ...event, ...tag })
@@ -89,19 +110,30 @@ export class ExecutionLog {
     logId: string,
     events: EventPayload[],
     bytes: number,
-    write: (events: EventPayload[]) => Promise<Appended | null>,
+    write: (events: EventPayload[], ahead: boolean) => Promise<Appended | null>,
   ): void {
+    // Handed to local readers when sent, not when stored, when this instance knows where the log ends
+    // and they are small: the write then keeps them whatever the tenant's budget (see appendedAhead).
+    const own = logId === ex.id
+    const last = own ? this.tails.settled(ex) : null
+    let ahead = last !== null ? appendedAhead(last, events) : null
+    if (ahead && !this.tails.spend(ex, ahead)) ahead = null
+    const replied = own ? this.tails.sending(ex, events.length) : undefined
     // Past the tenant's max_event_bytes they are refused; the log may have got a limit event instead.
-    write(events).then(
+    write(events, ahead !== null).then(
       (added) => {
+        replied?.(added)
         if (bytes) this.stored(live, bytes)
         this.deps.feed.deliver(live.id, logId, added)
       },
       (err: unknown) => {
+        replied?.(null)
         if (bytes) this.stored(live, bytes)
         this.deps.log.error({ err, sessionId: live.id, executionId: ex.id }, 'event append failed')
       },
     )
+    // After the write: it leaves before anything a reader does with them.
+    if (ahead) this.deps.feed.deliver(live.id, logId, ahead)
   }
 
   private sent(live: LiveSession, bytes: number): void {
@@ -149,6 +181,9 @@ export class ExecutionLog {
    * Records the end of `ex` (after its events): the `done` event when it owns its log, the
    * execution's fields (it ended at `end`) and, while the session is `alive`, the session's. While Redis is away the
    * write waits, up to REDIS_RETRY_MS, so a restart of Redis loses nothing; false when it never took.
+   * When this instance knows where the log ends and `before` is small, local readers get the end
+   * (`before`, then the done) when it is sent, with the ids Redis will give it, not one round trip
+   * later (see store(), and the README's "Output before Redis has stored it").
    */
   async end(
     live: LiveSession,
@@ -183,12 +218,19 @@ export class ExecutionLog {
     const { store, metrics } = this.deps
     metrics.executions.inc({ status })
     metrics.executionSeconds.observe(duration / 1000)
+    const last = done ? this.tails.settled(ex) : null
+    const ahead = done && last !== null ? appendedAhead(last, before?.events ?? [], done) : null
+    const expected = ahead ? ahead.events.at(-1)!.id : ''
     try {
-      const added = await retry(() => store.recordEnd(live.id, ex.id, live.tenant, done, fields, session, before?.events), {
+      const written = retry(() => store.recordEnd(live.id, ex.id, live.tenant, done, fields, session, before?.events, expected), {
         windowMs: this.deps.config.REDIS_RETRY_MS,
         retryable: isRedisUnavailable,
         onRetry: () => metrics.redisWriteRetries.inc(),
       })
+      // Sent first: the end's write leaves before anything a reader does with it (the next request).
+      if (ahead) this.deps.feed.deliver(live.id, ex.id, ahead)
+      const added = await written
+      // Again, for a reader that joined since (the others skip what they have).
       if (done || before) this.deps.feed.deliver(live.id, ex.id, added)
       return true
     } catch (err) {

@@ -27,7 +27,7 @@ export type RunnerStore = Pick<
 export interface RunnerDeps {
   config: Config
   store: RunnerStore
-  feed: Pick<EventFeed, 'notify' | 'deliver'>
+  feed: Pick<EventFeed, 'deliver'>
   driver: Pick<SandboxDriver, 'kill' | 'readStdoutLog'>
   log: Logger
   metrics: Metrics
@@ -127,7 +127,7 @@ export class ExecutionRunner {
     } finally {
       w.reserved--
     }
-    if (ownsLog(ex)) this.deps.feed.deliver(live.id, ex.id, added)
+    if (ownsLog(ex)) this.events.started(live, ex, added)
     this.deps.metrics.executionsQueued.inc()
     w.queue.push(ex)
     if (live.state !== 'attached') {
@@ -159,12 +159,10 @@ export class ExecutionRunner {
       ex.startedAt = Date.now()
       const announce = ownsLog(ex) && !ex.announcedRunning
       const status = announce ? { type: 'status', state: 'running', execution_id: ex.id } : null
-      ex.chain = this.store
-        .recordStart(live.id, ex.id, ex.startedAt, status, busyDeadline(live, ex, this.config), live.tenant)
-        .then((added) => {
-          if (announce) this.deps.feed.deliver(live.id, ex.id, added)
-        })
-        .catch((err: unknown) => this.log.error({ err, sessionId: live.id, executionId: ex.id }, 'could not record the start of an execution'))
+      const recorded = this.store.recordStart(live.id, ex.id, ex.startedAt, status, busyDeadline(live, ex, this.config), live.tenant)
+      ex.chain = (announce ? this.events.written(live, ex, 1, recorded) : recorded).catch((err: unknown) =>
+        this.log.error({ err, sessionId: live.id, executionId: ex.id }, 'could not record the start of an execution'),
+      )
     }
     ex.timers.push(unrefTimer(ex.timeoutMs, () => this.interruptExecution(live, ex, 'timeout')))
     const sink = (f: ReplFrame) => this.onFrame(live, ex, f)

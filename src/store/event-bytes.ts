@@ -18,6 +18,41 @@ export interface Appended {
   events: LoggedEvent[]
   /** Their JSON's length. */
   bytes: number
+  /** How many of them are the caller's own events (the others: a `limit` event that the tenant's budget added). */
+  own: number
+}
+
+/**
+ * Events handed to readers before Redis has stored them ("ahead": the calls that append them keep them
+ * whatever the tenant's budget, so Redis cannot decide otherwise) are at most this many bytes of JSON
+ * per call, an execution's `done` aside.
+ */
+const AHEAD_MAX_BYTES = 1024
+
+/** The id a log's entry after `id` gets ("ms-seq": the same milliseconds, sequence + 1; see add in log-scripts.ts). */
+function nextId(id: string): string {
+  const dash = id.indexOf('-')
+  return `${id.slice(0, dash)}-${Number(id.slice(dash + 1)) + 1}`
+}
+
+/**
+ * What a call that keeps `events` (then `done`, ending an execution: see END) whatever the budget
+ * adds to a log that ends at `last`, ids included. Null when `events` are too large for that.
+ */
+export function appendedAhead(last: string, events: object[], done: object | null = null): Appended | null {
+  const added: LoggedEvent[] = []
+  let id = last
+  let bytes = 0
+  for (const event of events) {
+    bytes += eventJson(event).length
+    if (bytes > AHEAD_MAX_BYTES) return null
+    added.push({ ...event, id: (id = nextId(id)) } as LoggedEvent)
+  }
+  if (done) {
+    bytes += eventJson(done).length
+    added.push({ ...done, id: nextId(id) } as LoggedEvent)
+  }
+  return { prev: last, events: added, bytes, own: added.length }
 }
 
 /** Events of the caller's own in a script's call: the one ('' in its reply), and the list ('@n': the n-th). */
@@ -32,14 +67,16 @@ function appended(raw: unknown, own: Own): Appended | null {
   const [prev, ...rest] = raw as string[]
   const events: LoggedEvent[] = []
   let bytes = 0
+  let mineCount = 0
   for (let i = 0; i + 1 < rest.length; i += 2) {
     const id = rest[i]!
     const json = rest[i + 1]!
     const mine = json === '' ? own.one : json.startsWith('@') ? own.list?.[Number(json.slice(1)) - 1] : undefined
     events.push({ ...(mine ? mine.event : (JSON.parse(json) as object)), id } as LoggedEvent)
     bytes += mine ? mine.json.length : json.length
+    if (mine) mineCount++
   }
-  return { prev: prev ?? '', events, bytes }
+  return { prev: prev ?? '', events, bytes, own: mineCount }
 }
 
 function own(event: object | null, json: string): Own {
@@ -89,10 +126,13 @@ export class EventBytes {
     return { id: kept === 1 ? (added?.events.at(-1)?.id ?? null) : null, added }
   }
 
-  /** Appends events in order, in one round trip, within the tenant's budget; resolves with what was added. */
-  async appendMany(tenant: string, sid: string, eid: string, events: object[]): Promise<Appended | null> {
+  /** Appends events in order, in one round trip, within the tenant's budget (`ahead`: kept whatever it); resolves with what was added. */
+  async appendMany(tenant: string, sid: string, eid: string, events: object[], ahead = false): Promise<Appended | null> {
     const mine = ownList(events)
-    const [, raw] = (await runScript(this.redis, APPEND_SCRIPT, ...this.args(tenant, sid, eid), '0', ...mine.list!.map((e) => e.json))) as [number, unknown]
+    const [, raw] = (await runScript(this.redis, APPEND_SCRIPT, ...this.args(tenant, sid, eid), ahead ? '1' : '0', ...mine.list!.map((e) => e.json))) as [
+      number,
+      unknown,
+    ]
     return appended(raw, mine)
   }
 
@@ -153,7 +193,8 @@ export class EventBytes {
    * Ends an execution, in one round trip (see END): its log's last events (`before`: output that came
    * with the end, appended as appendMany would, then the done), the record's end `fields` and expiry,
    * its slot, and (`session` given) its session's fields and idle deadline. Resolves with what was
-   * added to the log.
+   * added to the log. `expected`: the id the caller expects the done to get, as appendedAhead predicted it
+   * (its readers have the end already): nothing is added when the log holds it.
    */
   async end(
     rec: { tenant: string; sid: string; eid: string },
@@ -161,6 +202,7 @@ export class EventBytes {
     fields: Record<string, string>,
     session: { fields: Record<string, string>; deadlineMs: number } | null,
     before: object[] = [],
+    expected = '',
   ): Promise<Appended | null> {
     const { tenant, sid, eid } = rec
     const k = this.keys
@@ -188,6 +230,7 @@ export class EventBytes {
       session ? String(Math.ceil(session.deadlineMs)) : '',
       String(recordArgs.length),
       String(before.length),
+      expected,
       ...mine.list!.map((e) => e.json),
       ...recordArgs,
       ...(session ? Object.entries(session.fields).flat() : []),

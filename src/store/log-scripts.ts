@@ -69,13 +69,17 @@ end
 -- the log ended at before (so a reader can tell the entries follow on from what it has), then each
 -- entry's id and its JSON, or for an event of the caller's own (it has them already) its \`mark\`:
 -- '' for the call's one event (a status, a done), '@n' for the n-th of its events.
+-- A log's first entry gets its id from the clock; each one after it the id after the last one's
+-- (same milliseconds, sequence + 1), so a writer that knows where the log ends knows the ids of
+-- what it appends (nextId in event-bytes.ts).
 local added = nil
 local function add(payload, mark)
   if not added then
     local last = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)[1]
     added = { last and last[1] or '' }
   end
-  local id = redis.call('XADD', stream, '*', 'e', payload)
+  local ms, seq = string.match(added[#added - 1] or added[1], '^(%d+)-(%d+)$')
+  local id = redis.call('XADD', stream, ms and ms .. '-' .. (tonumber(seq) + 1) or '*', 'e', payload)
   added[#added + 1] = id
   added[#added + 1] = mark or payload
   local n = #payload + OVERHEAD
@@ -115,7 +119,8 @@ end
 `
 
 // Appends events in order (an execution's output that arrived together, in one round trip).
-// ARGV: 5 '1' when they must be kept (status, done: a few bytes each), 6... the events' JSON.
+// ARGV: 5 '1' when they must be kept (a status; output already handed to readers, see appendedAhead in
+// event-bytes.ts: small), 6... the events' JSON.
 // Returns {how many were added (the rest were refused), what was added (see add; the n-th event is '@n')}.
 const APPEND =
   PRELUDE +
@@ -141,31 +146,38 @@ return { kept, added or {} }`
 // 7 now (ms), 8 the logs' time to live (ms), 9 the execution id, 10 the session's idle deadline
 // ('': the session is left as it is), 11 how many of the record's fields and values follow the
 // events, 12 how many events come before the done (output that arrived with it, as APPEND appends
-// them), then those events, the record's fields and values, and the session's. Returns what was
-// added to the log (see add: the done is '', the n-th event before it '@n').
+// them), 13 the id the caller expects the done to get ('' none: see below), then those events, the
+// record's fields and values, and the session's. Returns what was added to the log (see add: the
+// done is '', the n-th event before it '@n').
+// A caller that expects an id has handed the end to its readers already (execution-log.ts): the
+// events before the done are kept whatever the tenant's budget (they are small), and a log that
+// already holds that id (this call ran, and its reply was lost) gets nothing more.
 const END =
   PRELUDE +
   `
 local done, expireAt, now, ttl = ARGV[5], ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8])
 local exec, running, unfinished, session, deadlines = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
 local eid, sessionDeadline, n, before = ARGV[9], ARGV[10], tonumber(ARGV[11]), tonumber(ARGV[12])
-for i = 1, before do appendOwn(ARGV[12 + i], '@' .. i, false) end
-local fieldsAt = 13 + before
-local refused = refusedSoFar() or -1
-if refused >= 0 then
-  redis.call('HDEL', truncKey, member)
-  truncNow = nil
+local expected = ARGV[13]
+local fieldsAt = 14 + before
+if expected == '' or #redis.call('XRANGE', stream, expected, '+', 'COUNT', 1) == 0 then
+  for i = 1, before do appendOwn(ARGV[13 + i], '@' .. i, expected ~= '') end
+  local refused = refusedSoFar() or -1
+  if refused >= 0 then
+    redis.call('HDEL', truncKey, member)
+    truncNow = nil
+  end
+  if refused > 0 then
+    local e = limitEvent(refused)
+    room(#e + OVERHEAD)
+    add(e)
+  end
+  if done ~= '' then
+    room(#done + OVERHEAD)
+    add(done, '')
+  end
+  settle()
 end
-if refused > 0 then
-  local e = limitEvent(refused)
-  room(#e + OVERHEAD)
-  add(e)
-end
-if done ~= '' then
-  room(#done + OVERHEAD)
-  add(done, '')
-end
-settle()
 if redis.call('HEXISTS', sizesKey, member) == 1 then redis.call('ZADD', endedKey, expireAt, member) end
 for _, m in ipairs(redis.call('ZRANGE', endedKey, '-inf', now, 'BYSCORE', 'LIMIT', 0, 16)) do
   local key = logKey(m, 'events')

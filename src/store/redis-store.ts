@@ -22,7 +22,7 @@ import { redisKeys, type RedisKeys } from './keys.js'
 import { fromHash, toHash, type ExecutionRecord, type LoggedEvent, type SessionRecord } from './records.js'
 
 export type { ExecutionRecord, LoggedEvent, SessionRecord } from './records.js'
-export type { Appended } from './event-bytes.js'
+export { appendedAhead, type Appended } from './event-bytes.js'
 
 export class RedisStore {
   readonly keys: RedisKeys
@@ -135,6 +135,7 @@ export class RedisStore {
    * Execution end, in one round trip: the `done` event (null: the execution logs into another's log,
    * which ends it itself), the execution record (and its expiry), the tenant's running slot, and
    * (when `session` is given) the session's status and idle deadline. Resolves with what it added to the log.
+   * `expected`: the id the done is expected to get (see EventBytes.end).
    */
   async recordEnd(
     sid: string,
@@ -144,9 +145,10 @@ export class RedisStore {
     fields: Partial<ExecutionRecord>,
     session: { fields: Partial<SessionRecord>; deadlineMs: number } | null,
     before: object[] = [],
+    expected = '',
   ): Promise<Appended | null> {
     const s = session ? { fields: toHash(session.fields), deadlineMs: session.deadlineMs } : null
-    return this.eventBytes.end({ tenant, sid, eid }, done, toHash(fields), s, before)
+    return this.eventBytes.end({ tenant, sid, eid }, done, toHash(fields), s, before, expected)
   }
 
   /** Claims up to `max` sessions due at `nowMs` until `nowMs + claimMs`; settle each claim when its work is done. */
@@ -291,9 +293,15 @@ export class RedisStore {
     return (await this.eventBytes.append(tenant, sid, eid, event)).added
   }
 
-  /** Appends events in order, in one round trip, like appendLive each. */
-  async appendLiveMany(sid: string, eid: string, events: Array<{ type: string; [k: string]: unknown }>, tenant: string): Promise<Appended | null> {
-    return this.eventBytes.appendMany(tenant, sid, eid, events)
+  /** Appends events in order, in one round trip, like appendLive each (`ahead`: kept whatever the tenant's budget, see appendedAhead). */
+  async appendLiveMany(
+    sid: string,
+    eid: string,
+    events: Array<{ type: string; [k: string]: unknown }>,
+    tenant: string,
+    ahead = false,
+  ): Promise<Appended | null> {
+    return this.eventBytes.appendMany(tenant, sid, eid, events, ahead)
   }
 
   /** The log's last event (null: none). */

@@ -2,7 +2,8 @@
 // output that arrives together leaves in one write, with the execution's end when that came with it;
 // output that Redis has not stored yet is bounded per session. Past 2 MiB the sandbox's frames are
 // held back (they wait on its side of the channel) until Redis has caught up to 512 KiB; a failed
-// append counts as settled.
+// append counts as settled. An execution's end reaches its readers before Redis answers when every
+// write before it was answered and kept.
 import t from 'tap'
 import { pino } from 'pino'
 import { loadConfig } from '../../src/config.js'
@@ -125,3 +126,90 @@ t.test('output that arrives together is stored in one write, and with the end wh
   events.output(live, turn, { type: 'stdout', text: 'e' })
   t.same(writes[2], { kind: 'append', events: ['e'] }, "a log another writes too (an agent's turn) gets each event at once")
 })
+
+t.test(
+  "output and ends are handed to readers when sent, under the ids that follow the log's last, while every write before them was answered and kept",
+  async (t) => {
+    type Added = { prev: string; events: Array<{ id: string; type: string }>; bytes: number; own: number }
+    const appends: Array<{ ahead: boolean; reply: (a: Added | null) => void }> = []
+    let ended: { expected: string; reply: (a: Added | null) => void } | null = null
+    const store = {
+      appendLive: async () => null,
+      appendLiveMany: (...args: unknown[]) => new Promise<Added | null>((resolve) => appends.push({ ahead: args[4] === true, reply: resolve })),
+      recordEnd: (...args: unknown[]) =>
+        new Promise<Added | null>((resolve) => {
+          ended = { expected: args[7] as string, reply: resolve }
+        }),
+    }
+    const delivered: string[][] = []
+    const { live } = setup(store, 1024 * KIB)
+    const events = new ExecutionLog({
+      config: loadConfig({ REPLCAST_API_KEYS: 't1=key-for-unit-tests' }),
+      store,
+      feed: { deliver: (_sid, _eid, a) => void (a && delivered.push(a.events.map((e) => `${e.id} ${e.type}`))) },
+      log: pino({ level: 'silent' }),
+      metrics: createMetrics(),
+    })
+    const stored = (prev: string, ids: string[], own = ids.length): Added => ({ prev, events: ids.map((id) => ({ id, type: 'stdout' })), bytes: 10, own })
+    const run = (id: string) => {
+      const ex = newPendingExecution(id, '', 60_000)
+      ex.startedAt = Date.now()
+      events.started(live, ex, { prev: '', events: [{ id: '7-0', type: 'status' }], bytes: 10, own: 1 })
+      delivered.length = 0
+      return ex
+    }
+    const output = async (ex: ReturnType<typeof run>, text: string) => {
+      events.output(live, ex, { type: 'stdout', text })
+      await Promise.resolve()
+      return appends.shift()!
+    }
+    const end = async (ex: ReturnType<typeof run>) => {
+      events.output(live, ex, { type: 'stdout', text: 'last' })
+      const ending = events.end(live, ex, 'ok', 1, { end: Date.now(), alive: true }, events.claim(ex))
+      await Promise.resolve()
+      return { ending }
+    }
+
+    const ex = run('exe_1')
+    const a = await output(ex, 'a')
+    t.equal(a.ahead, true, 'output appended ahead (kept whatever the budget)')
+    t.same(delivered, [['7-1 stdout']], 'is handed over when sent, with the id after the status')
+    a.reply(stored('7-0', ['7-1']))
+    await Promise.resolve()
+    const { ending } = await end(ex)
+    t.equal(ended!.expected, '7-3', 'the end expects the ids after the last one stored')
+    t.same(delivered.at(-1), ['7-2 stdout', '7-3 done'], 'and its readers have it before Redis answered')
+    ended!.reply(stored('7-1', ['7-2', '7-3']))
+    await ending
+
+    const inFlight = run('exe_2')
+    const large = await output(inFlight, 'x'.repeat(2 * KIB))
+    t.equal(large.ahead, false, 'output over 1 KiB is held to the budget')
+    t.same(delivered, [], 'and handed over once stored')
+    const { ending: ending2 } = await end(inFlight)
+    t.equal(ended!.expected, '', 'an append not answered yet: nothing is expected of the end')
+    t.same(delivered, [], 'nor handed over before Redis answers')
+    large.reply(null)
+    ended!.reply(null)
+    await ending2
+
+    const refused = run('exe_3')
+    ;(await output(refused, 'x'.repeat(2 * KIB))).reply(stored('7-0', ['7-1'], 0)) // a limit event instead: the budget refused it
+    await Promise.resolve()
+    t.equal((await output(refused, 'a')).ahead, false, 'after a refusal nothing goes ahead')
+    const { ending: ending3 } = await end(refused)
+    t.equal(ended!.expected, '', 'nor the end')
+    ended!.reply(null)
+    await ending3
+
+    const chatty = run('exe_4')
+    let aheadCount = 0
+    for (let i = 1; i <= 40; i++) {
+      const w = await output(chatty, 'y'.repeat(500))
+      if (w.ahead) aheadCount++
+      w.reply(stored(`7-${i - 1}`, [`7-${i}`]))
+      await Promise.resolve()
+    }
+    t.ok(aheadCount >= 20 && aheadCount < 40, `an execution appends at most 16 KiB ahead (${aheadCount} of 40 writes of 500 bytes)`)
+  },
+)
