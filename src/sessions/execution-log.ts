@@ -113,21 +113,21 @@ export class ExecutionLog {
     write: (events: EventPayload[], ahead: boolean) => Promise<Appended | null>,
   ): void {
     // Handed to local readers when sent, not when stored, when this instance knows where the log ends
-    // and they are small: the write then keeps them whatever the tenant's budget (see appendedAhead).
-    const own = logId === ex.id
-    const last = own ? this.tails.settled(ex) : null
+    // (only ever its own log) and they are small: the write then keeps them whatever the tenant's
+    // budget (see appendedAhead).
+    const last = this.tails.settled(ex)
     let ahead = last !== null ? appendedAhead(last, events) : null
     if (ahead && !this.tails.spend(ex, ahead)) ahead = null
-    const replied = own ? this.tails.sending(ex, events.length) : undefined
+    const replied = this.tails.sending(ex, events.length)
     // Past the tenant's max_event_bytes they are refused; the log may have got a limit event instead.
     write(events, ahead !== null).then(
       (added) => {
-        replied?.(added)
+        replied(added)
         if (bytes) this.stored(live, bytes)
         this.deps.feed.deliver(live.id, logId, added)
       },
       (err: unknown) => {
-        replied?.(null)
+        replied(null)
         if (bytes) this.stored(live, bytes)
         this.deps.log.error({ err, sessionId: live.id, executionId: ex.id }, 'event append failed')
       },
@@ -218,7 +218,7 @@ export class ExecutionLog {
     const { store, metrics } = this.deps
     metrics.executions.inc({ status })
     metrics.executionSeconds.observe(duration / 1000)
-    const last = done ? this.tails.settled(ex) : null
+    const last = this.tails.settled(ex)
     const ahead = done && last !== null ? appendedAhead(last, before?.events ?? [], done) : null
     const expected = ahead ? ahead.events.at(-1)!.id : ''
     try {

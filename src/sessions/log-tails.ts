@@ -24,7 +24,7 @@ interface Tail {
 export class LogTails {
   private readonly tails = new WeakMap<PendingExecution, Tail>()
 
-  /** The write that started the log of `ex` added `added` (its first event). */
+  /** The write that started the log of `ex` added `added` (its first event). Only an execution's own log is started here. */
   started(ex: PendingExecution, added: Appended | null): void {
     this.tails.set(ex, { last: added?.events.length === 1 && added.own === 1 ? added.events[0]!.id : null, inFlight: 0, ahead: 0 })
   }
