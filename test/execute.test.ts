@@ -6,6 +6,7 @@ import { createHash } from 'node:crypto'
 import { API_KEY, containersOf, OTHER_KEY, startApp, type Harness } from './helpers/app.js'
 import { api, createSession, executeSse, readSse, stdoutOf, type SseEvent } from './helpers/client.js'
 import { metricValue } from './helpers/metrics.js'
+import { LIST_PROCESSES } from './helpers/files.js'
 import { isolatedServer, killHard } from './helpers/server-process.js'
 import { waitFor } from './helpers/wait.js'
 
@@ -92,8 +93,7 @@ t.test('nothing of one call is visible to the next: files, variables, processes,
   t.match(textOf(first.body.events), /^planted \d+/)
   const second = await once(h, {
     code: [
-      'import os',
-      "procs = [open(f'/proc/{p}/cmdline', 'rb').read() for p in os.listdir('/proc') if p.isdigit()]",
+      LIST_PROCESSES,
       "print(os.listdir('/workspace'), os.path.exists('/tmp/secret.txt'), 'leftover' in globals(), any(b'sleep' in c for c in procs))",
     ].join('\n'),
   })

@@ -10,7 +10,7 @@ import { LABEL } from '../src/sandbox/labels.js'
 import { readLine, startInSandbox } from '../src/sandbox/sandbox-exec.js'
 import { API_KEY, OTHER_KEY, startApp } from './helpers/app.js'
 import { api, createSession, executeSse } from './helpers/client.js'
-import { deleteFile, fileRequest, fileUrl, getFile, listFiles, putFile, python, rawRequest } from './helpers/files.js'
+import { deleteFile, fileRequest, fileUrl, getFile, LIST_PROCESSES, listFiles, putFile, python, rawRequest } from './helpers/files.js'
 import { waitFor } from './helpers/wait.js'
 
 const docker = new Docker()
@@ -193,8 +193,7 @@ while time.time() < end and not os.path.exists('stop'):
     const temps = `import os\nprint(sum(n.startswith('.replcast-upload-') for _, _, ns in os.walk('.') for n in ns))`
     t.ok(await waitFor(async () => (await python(h.url, sid, temps)) === '1\n'), 'the upload is under way')
     upload.destroy()
-    const leftovers = `import os
-procs = [open(f'/proc/{p}/cmdline', 'rb').read() for p in os.listdir('/proc') if p.isdigit()]
+    const leftovers = `${LIST_PROCESSES}
 temps = [n for _, _, ns in os.walk('.') for n in ns if n.startswith('.replcast-upload-')]
 print(sum(b'fileio.py' in c for c in procs), len(temps), os.path.exists('half.bin'))`
     t.ok(await waitFor(async () => (await python(h.url, sid, leftovers)) === '0 0 False\n', 30_000), 'no file program, temporary file or half.bin is left')

@@ -86,6 +86,20 @@ export function rawRequest(base: string, method: string, rawPath: string, body?:
   })
 }
 
+/**
+ * Python that sets `procs` to the command line (bytes) of every process the sandbox can see. A
+ * process that exits while it is listed is skipped: its /proc entry goes between the listing and
+ * the read (ENOENT, or ESRCH once it is reaped).
+ */
+export const LIST_PROCESSES = `import os
+def _cmdline(p):
+    try:
+        with open(f'/proc/{p}/cmdline', 'rb') as f:
+            return f.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return b''
+procs = [_cmdline(p) for p in os.listdir('/proc') if p.isdigit()]`
+
 /** Runs Python in the session and returns its stdout; throws unless it ends ok. */
 export async function python(base: string, sid: string, code: string): Promise<string> {
   const r = await executeSse(base, sid, code)
