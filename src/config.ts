@@ -29,7 +29,7 @@ export const ConfigSchema = Type.Object({
     ],
     { default: 'info', description: 'pino log level' },
   ),
-  REDIS_URL: Str('redis://127.0.0.1:6379', 'Redis connection URL'),
+  REDIS_URL: Str('redis://127.0.0.1:6379', 'Redis connection URL (redis:// or rediss://), or the path of its unix socket (/path/redis.sock)'),
   REDIS_SENTINELS: Str(
     '',
     'Redis Sentinel addresses, host:port comma-separated; when set the master is found through them (REDIS_URL then gives only credentials and database)',
@@ -167,6 +167,10 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     parseSentinels(parsed.REDIS_SENTINELS)
   } catch (err) {
     throw new ConfigError(`invalid REDIS_SENTINELS: ${(err as Error).message}`)
+  }
+  // With sentinels, REDIS_URL gives only credentials and database (src/store/redis-connect.ts).
+  if (parsed.REDIS_SENTINELS && !URL.canParse(parsed.REDIS_URL)) {
+    throw new ConfigError(`invalid REDIS_URL=${JSON.stringify(parsed.REDIS_URL)}: with REDIS_SENTINELS it must be a redis:// URL, not a socket path`)
   }
   const apiKeys = parseApiKeys(parsed.REPLCAST_API_KEYS, parsed.REPLCAST_API_KEYS_FILE)
   if (apiKeys.size === 0) throw new ConfigError('no API keys: set REPLCAST_API_KEYS=tenant=key or REPLCAST_API_KEYS_FILE')

@@ -4,12 +4,13 @@
 // every session, container and variable is still there.
 import t from 'tap'
 import { execFile } from 'node:child_process'
-import { existsSync, mkdtempSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { Redis } from 'ioredis'
+import { redisKeys } from '../src/store/keys.js'
 import { API_KEY, OTHER_KEY, containersOf, startApp } from './helpers/app.js'
 import { api, createSession, stdoutOf } from './helpers/client.js'
 import { executeWithin } from './helpers/neighbour.js'
@@ -53,6 +54,36 @@ t.test('scripts/setup.sh runs Redis with persistence under the state folder', as
     'append-only file, fsync every second, under the state folder',
   )
   t.ok(await waitFor(() => existsSync(join(state, 'redis', 'appendonlydir')), 5000), 'its append-only files are there')
+})
+
+t.test('npm start reaches the Redis it runs through a unix socket that only its owner may open', async (t) => {
+  const state = mkdtempSync(join(tmpdir(), 'replcast-state-'))
+  const port = await freePort()
+  const admin = new Redis({ port, host: '127.0.0.1', maxRetriesPerRequest: 0, retryStrategy: () => null, lazyConnect: true })
+  admin.on('error', () => undefined)
+  t.teardown(async () => {
+    // The redis-server the script started (daemonized): stopped through its port, then its files removed.
+    await admin.shutdown('NOSAVE').catch(() => undefined)
+    admin.disconnect()
+    rmSync(state, { recursive: true, force: true })
+  })
+  const { REDIS_URL: _set, ...env } = process.env
+  // What scripts sourcing setup.sh (npm start, npm test, npm run bench) are left with.
+  const { stdout } = await run('bash', ['-c', 'source "$0" redis >/dev/null && printf %s "$REDIS_URL"', SETUP], {
+    env: { ...env, REPLCAST_STATE: state, REDIS_PORT: String(port) },
+  })
+  const sock = join(state, 'redis', 'redis.sock')
+  t.equal(stdout, sock, 'REDIS_URL is the socket of the Redis it started')
+  await admin.connect()
+  const st = statSync(sock)
+  t.ok(st.isSocket(), 'a unix socket')
+  t.equal(st.mode & 0o777, 0o700, 'owner only')
+  const h = await startApp(t, { REDIS_URL: sock })
+  const sid = await createSession(h.url)
+  t.equal(stdoutOf((await executeWithin(h.url, sid, 'print(6 * 7)', { key: API_KEY })).events), '42\n', 'the service runs code with its state in that Redis')
+  const clients = String(await admin.client('LIST')).split('\n')
+  t.ok(clients.filter((c) => c.includes(` addr=${sock}:`)).length >= 2, "the service's connections come through the socket")
+  t.equal(await admin.exists(redisKeys(h.config.REPLCAST_KEY_PREFIX).session(sid)), 1, 'the same Redis as on its port')
 })
 
 t.test('a Redis replcast started earlier without persistence gets it switched on; another is left alone', async (t) => {

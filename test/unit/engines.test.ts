@@ -7,7 +7,7 @@ import { loadConfig } from '../../src/config.js'
 import { AppError } from '../../src/errors.js'
 import { Engines, SessionOnOtherEngine } from '../../src/sessions/engines.js'
 import type { EngineReport, EngineStore } from '../../src/store/engine-store.js'
-import { parseSentinels } from '../../src/store/redis-connect.js'
+import { connectRedis, parseSentinels } from '../../src/store/redis-connect.js'
 
 const GIB = 1024 ** 3
 const config = loadConfig({ REPLCAST_API_KEYS: 'alpha=test-key-alpha-0001', REPLCAST_INSTANCE_ID: 'me' })
@@ -83,4 +83,14 @@ t.test('REDIS_SENTINELS: host:port lists, a default port, v6 addresses; a bad on
   ])
   t.same(parseSentinels(''), [])
   t.throws(() => loadConfig({ REPLCAST_API_KEYS: 'alpha=test-key-alpha-0001', REDIS_SENTINELS: 'a:b:c' }), /invalid REDIS_SENTINELS/)
+})
+
+t.test("REDIS_URL: a URL or a unix socket's path; with sentinels only a URL (it gives their credentials and database)", async (t) => {
+  const keys = { REPLCAST_API_KEYS: 'alpha=test-key-alpha-0001' }
+  t.equal(loadConfig({ ...keys, REDIS_URL: '/run/redis/redis.sock' }).REDIS_URL, '/run/redis/redis.sock')
+  const redis = connectRedis(loadConfig({ ...keys, REDIS_URL: '/run/redis/redis.sock' }), { lazyConnect: true })
+  t.equal(redis.options.path, '/run/redis/redis.sock', 'ioredis connects through the socket')
+  redis.disconnect()
+  t.throws(() => loadConfig({ ...keys, REDIS_URL: '/run/redis/redis.sock', REDIS_SENTINELS: 'a:26379' }), /invalid REDIS_URL=.*must be a redis:\/\/ URL/)
+  t.ok(loadConfig({ ...keys, REDIS_URL: 'redis://:secret@x/2', REDIS_SENTINELS: 'a:26379' }), 'a URL with sentinels is fine')
 })
