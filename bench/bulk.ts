@@ -71,6 +71,11 @@ export async function bulk(report: Report): Promise<void> {
       target: '>= 100 MB/s',
       met: rate >= 100 && text === BYTES,
     })
+    // The most these cores allow whatever the API and Redis cost (the sandbox I/O path, the REPL, the client, the kernel).
+    const rest = m.busyMs - cpu0.machine.busyMs - cpu[0][1] - cpu[1][1]
+    report.add(G, 'MB/s these cores allow with the API and Redis costing nothing', text / MB / (rest / availableParallelism() / 1000), 'MB/s', {
+      note: `${availableParallelism()} cores / the ${rest.toFixed(0)} ms of CPU the rest of the machine spent on it`,
+    })
     report.add(G, 'API RSS growth during it', grew, 'MiB', { baseline: { name: 'API RSS before', value: rss0 / MiB }, target: '<= 50 MiB', met: grew <= 50 })
 
     // A slow client: reads ~1 MB/s for SLOW_MS, then leaves; the execution is ended with its session.
