@@ -11,6 +11,8 @@ interface Window {
   minute: number
   /** The tenant's count in Redis at the last flush (every instance's requests). */
   known: number
+  /** Counted here and on their way to Redis in a flush whose reply has not come (not yet in `known`). */
+  sending: number
   /** Counted here since then. */
   unflushed: number
   /** The first request's INCRBY, which later ones of the minute wait for. */
@@ -34,7 +36,7 @@ export class RateLimiter {
     const resetMs = (minute + 1) * 60000 - nowMs
     let w = this.windows.get(tenant)
     if (!w || w.minute !== minute) {
-      const fresh: Window = { minute, known: 0, unflushed: 0, ready: null }
+      const fresh: Window = { minute, known: 0, sending: 0, unflushed: 0, ready: null }
       fresh.ready = this.store.addRequests(tenant, minute, 1).then(
         (count) => {
           fresh.known = count
@@ -53,7 +55,7 @@ export class RateLimiter {
       return { ok: w.known + w.unflushed <= perMinute, resetMs }
     }
     if (w.ready) await w.ready.catch(() => undefined)
-    if (w.known + w.unflushed + 1 > perMinute) return { ok: false, resetMs }
+    if (w.known + w.sending + w.unflushed + 1 > perMinute) return { ok: false, resetMs }
     w.unflushed++
     this.schedule()
     return { ok: true, resetMs }
@@ -79,11 +81,14 @@ export class RateLimiter {
           return
         }
         w.unflushed -= n
+        w.sending += n
         try {
           w.known = await this.store.addRequests(tenant, w.minute, n)
         } catch (err) {
           w.unflushed += n
           this.onError(err)
+        } finally {
+          w.sending -= n
         }
         if (w.unflushed > 0) this.schedule()
       }),
