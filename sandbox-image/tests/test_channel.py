@@ -54,7 +54,11 @@ class WritesPerExecution(unittest.TestCase):
         for i in range(n):
             writes = self.writes_of("e%d" % i, "print(1)")
             frames = [f for w in writes for f in w]
-            self.assertEqual([f["type"] for f in frames], ["status", "stream", "done"])
+            # A writer descheduled for over PARTIAL_LINE_S between print's "1" and its "\n" (a
+            # loaded machine) has its line shown in two frames, as a line left unfinished would be.
+            types = [f["type"] for k, f in enumerate(frames) if k == 0 or frames[k - 1]["type"] != f["type"]]
+            self.assertEqual(types, ["status", "stream", "done"])
+            self.assertEqual(stream_text(frames), "1\n")
             counts.append(len(writes))
         # The flusher may get the GIL between the frames when the machine is loaded; rarely.
         self.assertLessEqual(sum(counts), n * 1.5, "writes per print(1) execution: %r" % counts)
