@@ -61,11 +61,12 @@ export async function bulk(report: Report): Promise<void> {
       ["the sandbox's python", m.sandboxMs - cpu0.machine.sandboxMs],
     ] as const
     const seconds = (run.doneAt - run.t0) / 1000
+    const cores = availableParallelism()
     const rate = text / MB / seconds
     const pipe = await hostPipe()
     console.log(`  (${(text / MiB).toFixed(1)} of ${BYTES / MiB} MiB of stdout reached the client in ${seconds.toFixed(2)} s; ${limits} limit events)`)
     console.log(
-      `  (CPU for it: ${cpu.map(([who, ms]) => `${who} ${ms.toFixed(0)} ms`).join(', ')}; the machine ${(m.busyMs - cpu0.machine.busyMs).toFixed(0)} ms on ${availableParallelism()} cores)`,
+      `  (CPU for it: ${cpu.map(([who, ms]) => `${who} ${ms.toFixed(0)} ms`).join(', ')}; the machine ${(m.busyMs - cpu0.machine.busyMs).toFixed(0)} ms on ${cores} cores)`,
     )
     report.add(G, 'stdout of one 50 MiB execution to one SSE client', rate, 'MB/s', {
       baseline: { name: 'python3 on the host into a pipe', value: pipe },
@@ -75,8 +76,8 @@ export async function bulk(report: Report): Promise<void> {
     })
     // The most these cores allow whatever the API and Redis cost (the sandbox I/O path, the REPL, the client, the kernel).
     const rest = m.busyMs - cpu0.machine.busyMs - apiMs - redisMs
-    report.add(G, 'MB/s these cores allow with the API and Redis costing nothing', text / MB / (rest / availableParallelism() / 1000), 'MB/s', {
-      note: `${availableParallelism()} cores / the ${rest.toFixed(0)} ms of CPU the rest of the machine spent on it`,
+    report.add(G, 'MB/s these cores allow with the API and Redis costing nothing', text / MB / (rest / cores / 1000), 'MB/s', {
+      note: `${cores} cores / the ${rest.toFixed(0)} ms of CPU the rest of the machine spent on it`,
     })
     report.add(G, 'API RSS growth during it', grew, 'MiB', { baseline: { name: 'API RSS before', value: rss0 / MiB }, target: '<= 50 MiB', met: grew <= 50 })
 

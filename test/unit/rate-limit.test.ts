@@ -5,22 +5,24 @@ import { RateLimiter } from '../../src/http/rate-limit.js'
 
 const NOW = 30 * 60_000 + 30_000
 
-/** A store whose INCRBYs answer only when the test says so; `calls` resolves as each one is made. */
+/** A store whose INCRBYs answer only when the test says so; `asked(n)` resolves once it has been asked n times. */
 function heldStore() {
   let total = 0
   const pending: Array<{ n: number; answer: () => void }> = []
-  const waiters: Array<() => void> = []
+  const waiters: Array<{ count: number; resolve: () => void }> = []
   return {
     pending,
     addRequests(_tenant: string, _minute: number, n: number): Promise<number> {
       return new Promise<number>((resolve) => {
         pending.push({ n, answer: () => resolve((total += n)) })
-        waiters.shift()?.()
+        for (const w of waiters.filter((w) => w.count <= pending.length)) {
+          waiters.splice(waiters.indexOf(w), 1)
+          w.resolve()
+        }
       })
     },
-    /** Resolves once the store has been asked `count` times in all. */
     asked(count: number): Promise<void> {
-      return pending.length >= count ? Promise.resolve() : new Promise((resolve) => waiters.push(resolve))
+      return pending.length >= count ? Promise.resolve() : new Promise((resolve) => waiters.push({ count, resolve }))
     },
   }
 }
