@@ -171,7 +171,12 @@ export const Event = Type.Object(
     type: ref(EventType),
     state: Type.Optional(Type.String()),
     execution_id: Type.Optional(Type.String()),
-    text: Type.Optional(Type.String()),
+    text: Type.Optional(
+      Type.String({
+        description:
+          'stdout/stderr: the text. An event is not a line: lines written in a burst share one, and a line may come in pieces (one not ended 20 ms after it began is shown as it stands); join the texts',
+      }),
+    ),
     execution_count: Type.Optional(Type.Integer()),
     data: Type.Optional(MimeBundle),
     metadata: Type.Optional(Type.Record(Type.String(), Type.Unknown())),

@@ -8,7 +8,7 @@ import { writeFile } from 'node:fs/promises'
 import { createServer, connect, type Socket } from 'node:net'
 import { InvalidRequestError, NotFoundError, ReplcastClient, ReplcastError, type ExecutionEvent } from '../clients/typescript/src/index.ts'
 import { API_KEY, startApp } from './helpers/app.js'
-import { api } from './helpers/client.js'
+import { api, stdoutText } from './helpers/client.js'
 import { waitFor } from './helpers/wait.js'
 
 /** A TCP proxy in front of the server that counts the bytes clients send through it. */
@@ -106,7 +106,7 @@ t.test('client files, bash and one-shot', async (t) => {
     await client.putFile(sid, 'k/node.bin', createReadStream(local, { highWaterMark: 16 * 1024 }), { mode: 0o755 })
     t.equal(sha(await client.readFile(sid, 'k/node.bin')), sha(onDisk))
     const mode = await client.execute(sid, 'stat -c %a k/node.bin', { language: 'bash' })
-    t.equal(mode.events.find((e) => e.type === 'stdout')?.text, '755\n', 'mode was applied')
+    t.equal(stdoutText(mode.events), '755\n', 'mode was applied')
   })
 
   t.test('listFiles and deleteFile; errors are typed', async (t) => {
@@ -165,7 +165,7 @@ t.test('client files, bash and one-shot', async (t) => {
       ],
     })
     t.equal(ex.status, 'ok')
-    t.equal(ex.events.find((e) => e.type === 'stdout')?.text, 'from a file 0102ff\n')
+    t.equal(stdoutText(ex.events), 'from a file 0102ff\n')
     t.match(
       ex.events.find((e) => e.type === 'result'),
       { data: { 'text/plain': '42' } },
@@ -180,7 +180,7 @@ t.test('client files, bash and one-shot', async (t) => {
     const bash = await client.streamOnce('ls; exit 5', { language: 'bash', files: [{ path: 'only.txt', content: 'x' }] })
     const events: ExecutionEvent[] = []
     for await (const e of bash) events.push(e)
-    t.equal(events.find((e) => e.type === 'stdout')?.text, 'only.txt\n', 'a fresh workspace with only its own input file')
+    t.equal(stdoutText(events), 'only.txt\n', 'a fresh workspace with only its own input file')
     t.match(events.at(-1), { type: 'done', status: 'error', exit_code: 5 })
     t.ok(await waitFor(async () => (await api(h.url, 'GET', '/v1/sessions')).body.sessions.length === before), 'the one-shot sessions are gone')
 

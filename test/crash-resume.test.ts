@@ -2,7 +2,7 @@
 // client resuming with Last-Event-ID gets the rest of the events, none twice.
 import t from 'tap'
 import { API_KEY, containersOf, startApp } from './helpers/app.js'
-import { api, readSse, type SseEvent } from './helpers/client.js'
+import { api, readSse, stdoutText, type SseEvent } from './helpers/client.js'
 import { isolatedServer, killHard } from './helpers/server-process.js'
 import { gate, startFakeLlm } from './helpers/fake-llm.js'
 
@@ -55,7 +55,7 @@ t.test('an execution survives an API crash', async (t) => {
       body: JSON.stringify({ code: 'print(i)' }),
     })
   ).json()) as { events: Array<{ type: string; text?: string }> }
-  t.equal(next.events.find((e) => e.type === 'stdout')?.text, `${LINES - 1}\n`, 'the namespace survived too')
+  t.equal(stdoutText(next.events), `${LINES - 1}\n`, 'the namespace survived too')
 })
 
 t.test('SIGTERM ends open streams with a final event, exits cleanly and leaves sandboxes running', async (t) => {
@@ -123,7 +123,7 @@ t.test('a busy session whose API instance died is taken over by another instance
   t.equal(events.at(-1)?.event, 'done', 'the follower on the other instance gets the end')
   t.equal(events.at(-1)?.data.status, 'timeout', "the execution's timeout was enforced by the instance that took over")
   const after = await api(b.url, 'POST', `/v1/sessions/${sid}/executions`, { code: 'print("alive")' })
-  t.equal(after.body.events.find((e: any) => e.type === 'stdout')?.text, 'alive\n', 'and the session works there')
+  t.equal(stdoutText(after.body.events), 'alive\n', 'and the session works there')
 })
 
 t.test('an LLM turn cut off by an API crash still ends with one done after the restart', async (t) => {
@@ -156,5 +156,5 @@ t.test('an LLM turn cut off by an API crash still ends with one done after the r
   t.equal(events.at(-1)?.data.status, 'killed')
   t.match(events.find((e) => e.event === 'error')?.data.evalue, /LLM turn/, 'an error event says why')
   const after = await api(a.server.url, 'POST', `/v1/sessions/${sid}/executions`, { code: 'print("usable")' })
-  t.equal(after.body.events.find((e: any) => e.type === 'stdout')?.text, 'usable\n', 'the session is usable')
+  t.equal(stdoutText(after.body.events), 'usable\n', 'the session is usable')
 })

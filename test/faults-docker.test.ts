@@ -2,7 +2,7 @@
 // `done` and an error saying why, and the session is collected by the reaper (its container removed).
 import t from 'tap'
 import { API_KEY, containersOf, startApp } from './helpers/app.js'
-import { api, createSession } from './helpers/client.js'
+import { api, createSession, stdoutText } from './helpers/client.js'
 import { startDockerProxy } from './helpers/docker-proxy.js'
 import { executeWithin } from './helpers/neighbour.js'
 import { waitFor } from './helpers/wait.js'
@@ -32,5 +32,5 @@ t.test('a kill the engine never answers: the execution ends and the session is c
   t.ok(await waitFor(async () => (await api(h.url, 'GET', `/v1/sessions/${sid}`)).status === 404, 15000), 'the reaper collected the session')
   t.ok(await waitFor(async () => !(await containersOf(h.deployment)).some((c) => c.Labels['replcast.session'] === sid), 10000), 'its container is removed')
   const n = await api(h.url, 'POST', `/v1/sessions/${neighbour}/executions`, { code: 'print(1)' })
-  t.equal(n.body.events.find((e: any) => e.type === 'stdout')?.text, '1\n', 'another session of the tenant is unaffected')
+  t.equal(stdoutText(n.body.events), '1\n', 'another session of the tenant is unaffected')
 })

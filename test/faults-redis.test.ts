@@ -5,7 +5,7 @@
 import t from 'tap'
 import Docker from 'dockerode'
 import { API_KEY, startApp, type Harness } from './helpers/app.js'
-import { api, createSession, readSse } from './helpers/client.js'
+import { api, createSession, readSse, stdoutOf, stdoutText } from './helpers/client.js'
 import { startPrivateRedis } from './helpers/private-redis.js'
 import { waitFor } from './helpers/wait.js'
 import { DockerDemuxer } from '../src/sandbox/demux.js'
@@ -68,7 +68,7 @@ t.test('Redis fails at the end of an execution', async (t) => {
     t.equal(ex.events.filter((e: any) => e.type === 'done').length, 1, 'exactly one done')
     t.ok(await waitFor(async () => (await api(h.url, 'GET', `/v1/sessions/${sid}`)).body.status === 'ready', 10000), 'the session is not left busy')
     const after = await api(h.url, 'POST', `/v1/sessions/${sid}/executions`, { code: 'print(x)' })
-    t.equal(after.body.events.find((e: any) => e.type === 'stdout')?.text, '42\n', 'the session carries on with its state')
+    t.equal(stdoutText(after.body.events), '42\n', 'the session carries on with its state')
   })
 
   t.test('away longer than the retry window: the session is let go, then finished from its container once Redis is back', async (t) => {
@@ -92,7 +92,7 @@ t.test('Redis fails at the end of an execution', async (t) => {
     )
     t.ok(await waitFor(async () => (await api(h.url, 'GET', `/v1/sessions/${sid}`)).body.status === 'ready', 10000), 'the session is not left busy')
     const after = await api(h.url, 'POST', `/v1/sessions/${sid}/executions`, { code: 'print(x)' })
-    t.equal(after.body.events.find((e: any) => e.type === 'stdout')?.text, '42\n', 'the session carries on with its state')
+    t.equal(stdoutText(after.body.events), '42\n', 'the session carries on with its state')
   })
 })
 
@@ -112,10 +112,7 @@ t.test('an SSE reader waits through a Redis outage (a restart, a failover) and g
   t.ok(await waitFor(async () => (await metric(h, 'replcast_redis_read_retries_total')) >= 2, 30000), 'the reader tries again while Redis is away')
   await redis.start()
   const events = await read
-  t.ok(
-    events.some((e) => e.event === 'stdout' && e.data.text === 'started\n'),
-    'it had the output from before the outage',
-  )
+  t.match(stdoutOf(events), /^started\n/, 'it had the output from before the outage')
   t.equal(events.filter((e) => e.event === 'done').length, 1, 'and gets exactly one done once Redis is back')
   t.equal(events.at(-1)?.data.status, 'ok')
 })
@@ -145,5 +142,5 @@ t.test('an execution without done long past its deadline (stale busy) is ended b
   t.match(ex.events.find((e: any) => e.type === 'error')?.evalue, /never recorded/, 'an error says why')
   t.ok(await waitFor(async () => (await api(h.url, 'GET', `/v1/sessions/${sid}`)).body.status === 'ready', 10000), 'the session is ready again')
   const r = await api(h.url, 'POST', `/v1/sessions/${sid}/executions`, { code: 'print(1)' })
-  t.equal(r.body.events.find((e: any) => e.type === 'stdout')?.text, '1\n', 'and runs code')
+  t.equal(stdoutText(r.body.events), '1\n', 'and runs code')
 })

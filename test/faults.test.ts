@@ -4,7 +4,7 @@
 import t, { type Test } from 'tap'
 import Docker from 'dockerode'
 import { API_KEY, containersOf, startApp } from './helpers/app.js'
-import { api, createSession, readSse, stdoutOf, type SseEvent } from './helpers/client.js'
+import { api, createSession, readSse, stdoutOf, stdoutText, type SseEvent } from './helpers/client.js'
 import { executeWithin } from './helpers/neighbour.js'
 import { startPrivateRedis } from './helpers/private-redis.js'
 import { waitFor } from './helpers/wait.js'
@@ -129,7 +129,7 @@ t.test("code that writes frames straight onto the REPL's private channel is stil
   t.ok(limit && limit.dropped_bytes >= 9_000_000, `a limit event counts what the host dropped (${limit?.dropped_bytes})`)
   t.equal(r.body.events.at(-1).type, 'done')
   const after = await api(h.url, 'POST', `/v1/sessions/${sid}/executions`, { code: 'print(1)' })
-  t.equal(after.body.events.find((e: any) => e.type === 'stdout')?.text, '1\n', 'the session still works, with a fresh budget')
+  t.equal(stdoutText(after.body.events), '1\n', 'the session still works, with a fresh budget')
 })
 
 t.test('Redis restarted: the API reconnects and carries on', async (t) => {

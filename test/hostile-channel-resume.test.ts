@@ -4,7 +4,7 @@
 // (another tenant) is probed and the new API process measured while it catches up.
 import t, { type Test } from 'tap'
 import { API_KEY, OTHER_KEY } from './helpers/app.js'
-import { api, createSession, readSse, stdoutOf, type SseEvent } from './helpers/client.js'
+import { api, createSession, readSse, stdoutOf, untilStdout, type SseEvent } from './helpers/client.js'
 import { NeighbourProbe, fmtStats } from './helpers/neighbour.js'
 import { CHANNEL_PRELUDE, figuresOf, fmtFigures } from './helpers/channel-attack.js'
 import { isolatedServer, killHard } from './helpers/server-process.js'
@@ -115,7 +115,7 @@ t.test('output written while the API was down past the container log bound ends 
     '    print(str(i).rjust(999, "x"), flush=True)',
     'print("after", flush=True)',
   ].join('\n')
-  const { eid, events: before } = await start(h.server.url, sid, code, (e) => e.event === 'stdout' && e.data.text === 'start\n')
+  const { eid, events: before } = await start(h.server.url, sid, code, untilStdout('start\n'))
   await killHard(h.server)
   await touch(sid, '/tmp/go')
   const container = await containerOf(sid)

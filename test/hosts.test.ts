@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto'
 import Docker from 'dockerode'
 import { Redis } from 'ioredis'
 import { API_KEY, removeDeployment, testEnv } from './helpers/app.js'
-import { api, createSession, readSse } from './helpers/client.js'
+import { api, createSession, readSse, stdoutOf, stdoutText, untilStdout } from './helpers/client.js'
 import { startSecondEngine } from './helpers/second-engine.js'
 import { freePort, killHard, spawnServer, type ServerProcess } from './helpers/server-process.js'
 import { waitFor } from './helpers/wait.js'
@@ -79,7 +79,7 @@ t.test('two Docker engines on one Redis', async (t) => {
   t.equal((await on(e1)).length, 0, 'none on engine 1')
   const one = await api(a.url, 'POST', '/v1/execute', { code: 'print(6 * 7)' })
   t.equal(one.status, 200, 'a one-shot received on engine 1')
-  t.equal(one.body.events.find((e: any) => e.type === 'stdout')?.text, '42\n')
+  t.equal(stdoutText(one.body.events), '42\n')
   t.equal((await on(e1)).length, 0, 'ran on engine 2')
   // Its session goes once the reply is over (removing a sandbox takes a moment): before any instance is killed below.
   const oneShot = one.body.session_id as string
@@ -91,7 +91,7 @@ t.test('two Docker engines on one Redis', async (t) => {
     t.equal(r.status, 200, `execute through ${idOf(s)}`)
   }
   const n = await api(c.url, 'POST', `/v1/sessions/${s1}/executions`, { code: 'print(n)' })
-  t.equal(n.body.events.find((e: any) => e.type === 'stdout')?.text, '4\n', 'every execution ran in the same namespace')
+  t.equal(stdoutText(n.body.events), '4\n', 'every execution ran in the same namespace')
 
   // The holder dies: only the other instance on engine 2 may take the session over, never A.
   const first = await holderOf(s1)
@@ -113,11 +113,11 @@ t.test('two Docker engines on one Redis', async (t) => {
   t.notOk(seen.has(idOf(a)), 'the instance on engine 1 never held it')
   const after = await api(a.url, 'POST', `/v1/sessions/${s1}/executions`, { code: 'print(n)' })
   t.equal(after.status, 200, 'code runs through engine 1 again')
-  t.equal(after.body.events.find((e: any) => e.type === 'stdout')?.text, '4\n', 'with the namespace kept')
+  t.equal(stdoutText(after.body.events), '4\n', 'with the namespace kept')
   // Several sweeps of engine 1 ran meanwhile (every LEASE_TTL_MS): the pooled sandbox's binding stands.
   t.ok(Object.values(await bindings()).includes(s2), "engine 1's sweeps left engine 2's pool binding alone")
   const pooled = await api(a.url, 'POST', `/v1/sessions/${s2}/executions`, { code: 'print("alive")' })
-  t.equal(pooled.body.events?.find((e: any) => e.type === 'stdout')?.text, 'alive\n', 'and its session runs code')
+  t.equal(stdoutText(pooled.body.events), 'alive\n', 'and its session runs code')
 
   // The last instance on engine 2 dies during an execution: the session ends, saying why, with one done.
   const res = await fetch(`${a.url}/v1/sessions/${s1}/executions`, {
@@ -125,8 +125,8 @@ t.test('two Docker engines on one Redis', async (t) => {
     headers: { ...auth, 'content-type': 'application/json', accept: 'text/event-stream' },
     body: JSON.stringify({ code: 'import time\nprint("go", flush=True)\ntime.sleep(60)', timeout_s: 120 }),
   })
-  const started = await readSse(res, (e) => e.event === 'stdout')
-  t.equal(started.at(-1)?.data.text, 'go\n', 'an execution runs')
+  const started = await readSse(res, untilStdout('go\n'))
+  t.equal(stdoutOf(started), 'go\n', 'an execution runs')
   const eid = res.headers.get('location')!.split('/').pop()!
   await killHard(survivor)
   servers.delete(idOf(survivor).replace(`-${tag}`, ''))

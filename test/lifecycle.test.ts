@@ -3,7 +3,7 @@
 import t from 'tap'
 import Docker from 'dockerode'
 import { API_KEY, containersOf, startApp } from './helpers/app.js'
-import { api, createSession, executeSse, readSse, stdoutOf } from './helpers/client.js'
+import { api, createSession, executeSse, readSse, stdoutOf, stdoutText } from './helpers/client.js'
 import { waitFor } from './helpers/wait.js'
 import { sandboxLabels } from '../src/sandbox/labels.js'
 
@@ -63,7 +63,7 @@ t.test('across API restarts', async (t) => {
     t.equal((await api(other.url, 'GET', `/v1/sessions/${sid}`)).body.status, 'ready', 'reads work anywhere')
     const elsewhere = await api(other.url, 'POST', `/v1/sessions/${sid}/executions`, { code: 'print(i)' })
     t.equal(elsewhere.status, 200, 'a command to an instance that does not hold the session is answered by the holder')
-    t.equal(elsewhere.body.events.find((e: any) => e.type === 'stdout')?.text, '2\n', 'in the same namespace')
+    t.equal(stdoutText(elsewhere.body.events), '2\n', 'in the same namespace')
     await api(h.url, 'DELETE', `/v1/sessions/${sid}`)
   })
 

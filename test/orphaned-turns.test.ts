@@ -2,7 +2,7 @@
 // came after it (its steps), not only when it is among the session's newest few.
 import t from 'tap'
 import { API_KEY } from './helpers/app.js'
-import { api, readSse } from './helpers/client.js'
+import { api, readSse, stdoutOf, stdoutText, untilStdout } from './helpers/client.js'
 import { isolatedServer, killHard } from './helpers/server-process.js'
 import { gate, startFakeLlm } from './helpers/fake-llm.js'
 
@@ -30,8 +30,9 @@ t.test(`an LLM turn cut off after ${STEPS} steps still ends with one done after 
     body: JSON.stringify({ content: 'think', mode: 'agent', max_steps: STEPS + 1 }),
   })
   const turnId = res.headers.get('location')!.split('/').pop()!
-  const before = await readSse(res, (e) => e.event === 'stdout' && e.data.text === 'thinking\n')
-  t.equal(before.filter((e) => e.event === 'stdout').length, STEPS, `${STEPS} steps ran`)
+  const before = await readSse(res, untilStdout('thinking\n'))
+  const steps = Array.from({ length: STEPS - 1 }, (_, i) => `step ${i + 1}\n`).join('')
+  t.equal(stdoutOf(before), `${steps}thinking\n`, `${STEPS} steps ran`)
   await killHard(a.server)
   await a.respawn()
 
@@ -45,5 +46,5 @@ t.test(`an LLM turn cut off after ${STEPS} steps still ends with one done after 
   t.equal(events.at(-1)?.data.status, 'killed')
   t.match(events.find((e) => e.event === 'error')?.data.evalue, /LLM turn/, 'an error event says why')
   const after = await api(a.server.url, 'POST', `/v1/sessions/${sid}/executions`, { code: 'print("usable")' })
-  t.equal(after.body.events.find((e: any) => e.type === 'stdout')?.text, 'usable\n', 'the session is usable')
+  t.equal(stdoutText(after.body.events), 'usable\n', 'the session is usable')
 })

@@ -8,7 +8,7 @@ import { pino } from 'pino'
 import { buildApp } from '../src/app.js'
 import { loadConfig } from '../src/config.js'
 import { API_KEY, removeDeployment, testEnv } from './helpers/app.js'
-import { api, createSession, stdoutOf } from './helpers/client.js'
+import { api, createSession, stdoutOf, stdoutText } from './helpers/client.js'
 import { executeWithin } from './helpers/neighbour.js'
 import { MASTER_NAME, startSentinelSetup } from './helpers/sentinel.js'
 import { waitFor } from './helpers/wait.js'
@@ -44,7 +44,7 @@ t.test('the app follows a Redis failover through Sentinel', async (t) => {
   const sid = await createSession(url)
   const first = await api(url, 'POST', `/v1/sessions/${sid}/executions`, { code: 'x = 42\nprint("set")' })
   t.equal(first.status, 200)
-  t.equal(first.body.events.find((e: any) => e.type === 'stdout')?.text, 'set\n')
+  t.equal(stdoutText(first.body.events), 'set\n')
   const primary = s.direct(s.ports.primary)
   t.ok((await primary.exists(`${prefix}{${sid}}:session`)) === 1, "the session is in the sentinel's master")
 
@@ -89,10 +89,10 @@ t.test('the app follows a Redis failover through Sentinel', async (t) => {
 
   const after = await api(url, 'POST', `/v1/sessions/${sid}/executions`, { code: 'print(x + 1)' })
   t.equal(after.status, 200, 'a new execution after the failover')
-  t.equal(after.body.events.find((e: any) => e.type === 'stdout')?.text, '43\n', 'in the same namespace')
+  t.equal(stdoutText(after.body.events), '43\n', 'in the same namespace')
   const old = await api(url, 'GET', first.headers.get('location')!)
   t.equal(old.status, 200, 'an execution from before the failover is still there')
-  t.equal(old.body.events.find((e: any) => e.type === 'stdout')?.text, 'set\n', 'with its events')
+  t.equal(stdoutText(old.body.events), 'set\n', 'with its events')
   const newMaster = s.direct(s.ports.replica)
   t.equal(await newMaster.exists(`${prefix}{${sid}}:session`), 1, 'on the promoted replica')
   const keys = await newMaster.keys(`${prefix}*`)

@@ -4,7 +4,7 @@
 // the namespace must survive, and nothing may be left behind.
 import t from 'tap'
 import { API_KEY, containersOf } from './helpers/app.js'
-import { api, createSession, readSse, stdoutOf, type SseEvent } from './helpers/client.js'
+import { api, createSession, readSse, stdoutOf, stdoutText, type SseEvent } from './helpers/client.js'
 import { startReplicas } from './helpers/replicas.js'
 import { waitFor } from './helpers/wait.js'
 
@@ -65,7 +65,7 @@ t.test('SIGKILL of the holder during an execution: a survivor takes the session 
   t.not(await r.holderOf(sid), 0, 'a survivor holds the session')
   const next = await api(c, 'POST', `/v1/sessions/${sid}/executions`, { code: 'print(x + 1)' })
   t.equal(next.status, 200)
-  t.equal(next.body.events.find((e: any) => e.type === 'stdout')?.text, '42\n', 'the namespace survived')
+  t.equal(stdoutText(next.body.events), '42\n', 'the namespace survived')
   t.equal((await api(b, 'DELETE', `/v1/sessions/${sid}`)).status, 204)
   t.ok(await waitFor(async () => (await containersOf(r.deployment)).length === 0, 10000), 'no container left')
 })

@@ -5,7 +5,7 @@
 import t from 'tap'
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
 import { API_KEY, containersOf } from './helpers/app.js'
-import { api, createSession } from './helpers/client.js'
+import { api, createSession, stdoutText } from './helpers/client.js'
 import { connectMcp, textOf } from './helpers/mcp.js'
 import { startReplicas } from './helpers/replicas.js'
 import { waitFor } from './helpers/wait.js'
@@ -117,10 +117,10 @@ t.test('a request through another instance while the session is being created is
     t.equal(created.status, 201, 'the create succeeds')
     t.equal(created.body.id, sid)
     t.equal(raced.status, 200, `the racing execute is answered: ${JSON.stringify(raced.body)}`)
-    t.equal(raced.body.events?.find((e: any) => e.type === 'stdout')?.text, 'raced\n')
+    t.equal(stdoutText(raced.body.events), 'raced\n')
     t.equal(await r.holderOf(sid), 0, 'the creator holds the session')
     const after = await api(b, 'POST', `/v1/sessions/${sid}/executions`, { code: 'print("alive")' })
-    t.equal(after.body.events?.find((e: any) => e.type === 'stdout')?.text, 'alive\n', 'the session is still alive')
+    t.equal(stdoutText(after.body.events), 'alive\n', 'the session is still alive')
     t.equal((await api(b, 'GET', `/v1/sessions/${sid}`)).body.status, 'ready')
     t.equal((await api(b, 'DELETE', `/v1/sessions/${sid}`)).status, 204)
   }

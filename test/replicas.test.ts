@@ -4,7 +4,7 @@
 import t from 'tap'
 import { createHash, randomBytes } from 'node:crypto'
 import { API_KEY, containersOf } from './helpers/app.js'
-import { api, createSession, executeSse, readSse, stdoutOf } from './helpers/client.js'
+import { api, createSession, executeSse, readSse, stdoutOf, stdoutText, untilStdout } from './helpers/client.js'
 import { ofType, postMessage, startFakeLlm } from './helpers/fake-llm.js'
 import { startReplicas } from './helpers/replicas.js'
 import { waitFor } from './helpers/wait.js'
@@ -22,7 +22,7 @@ t.test('a session held by one instance is served whole through another', async (
 
   const json = await api(b, 'POST', `/v1/sessions/${sid}/executions`, { code: 'x = 41\nprint(x)' })
   t.equal(json.status, 200, 'execute (JSON) through the other instance')
-  t.equal(json.body.events.find((e: any) => e.type === 'stdout')?.text, '41\n')
+  t.equal(stdoutText(json.body.events), '41\n')
   t.match(json.headers.get('location'), new RegExp(`^/v1/sessions/${sid}/executions/exe_`), 'with the Location header')
 
   const sse = await executeSse(b, sid, 'print(x + 1)')
@@ -36,8 +36,8 @@ t.test('a session held by one instance is served whole through another', async (
     headers: { ...auth, 'content-type': 'application/json', accept: 'text/event-stream' },
     body: JSON.stringify({ code: 'import time\nprint("go", flush=True)\ntime.sleep(30)' }),
   })
-  const started = await readSse(long, (e) => e.event === 'stdout')
-  t.equal(started.at(-1)?.data.text, 'go\n')
+  const started = await readSse(long, untilStdout('go\n'))
+  t.equal(stdoutOf(started), 'go\n')
   const eid = long.headers.get('location')!.split('/').pop()!
   t.equal((await api(b, 'POST', `/v1/sessions/${sid}/interrupt`)).status, 202, 'interrupt through the other instance')
   const rest = await readSse(
@@ -74,12 +74,12 @@ t.test('a session held by one instance is served whole through another', async (
   llm.script((_req, res) => res.stream(['print(x - 1)\n']))
   const turnJson = await api(b, 'POST', `/v1/sessions/${sid}/messages`, { content: 'one less' })
   t.equal(turnJson.status, 200, 'a turn (JSON) through the other instance')
-  t.equal(turnJson.body.events.find((e: any) => e.type === 'stdout')?.text, '40\n')
+  t.equal(stdoutText(turnJson.body.events), '40\n')
 
   const restarted = await api(b, 'POST', `/v1/sessions/${sid}/restart`)
   t.equal(restarted.status, 200, 'restart through the other instance')
   const after = await api(b, 'POST', `/v1/sessions/${sid}/executions`, { code: 'print("x" in globals())' })
-  t.equal(after.body.events.find((e: any) => e.type === 'stdout')?.text, 'False\n', 'a fresh interpreter')
+  t.equal(stdoutText(after.body.events), 'False\n', 'a fresh interpreter')
   t.equal(await r.holderOf(sid), 0, 'the session never moved')
 
   t.equal((await api(b, 'DELETE', `/v1/sessions/${sid}`)).status, 204, 'delete through the other instance')

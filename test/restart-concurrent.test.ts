@@ -2,7 +2,7 @@
 // session ends up ready with one fresh interpreter, and it runs code.
 import t from 'tap'
 import { containersOf, startApp } from './helpers/app.js'
-import { api, createSession } from './helpers/client.js'
+import { api, createSession, stdoutText } from './helpers/client.js'
 
 t.test('concurrent restarts of one session are serialized', async (t) => {
   const h = await startApp(t)
@@ -16,7 +16,7 @@ t.test('concurrent restarts of one session are serialized', async (t) => {
     const s = await api(h.url, 'GET', `/v1/sessions/${sid}`)
     t.equal(s.body.status, 'ready', 'the session is ready')
     const r = await api(h.url, 'POST', `/v1/sessions/${sid}/executions`, { code: 'print("kept" in globals())' })
-    t.equal(r.body.events.find((e: any) => e.type === 'stdout')?.text, 'False\n', 'it runs code in a fresh interpreter')
+    t.equal(stdoutText(r.body.events), 'False\n', 'it runs code in a fresh interpreter')
   }
   const running = (await containersOf(h.deployment)).filter((c) => c.State === 'running')
   t.equal(running.length, 1, 'one sandbox, running')

@@ -4,7 +4,7 @@
 import t from 'tap'
 import { loadConfig } from '../src/config.js'
 import { containersOf, startApp, testEnv } from './helpers/app.js'
-import { api, executeSse, stdoutOf } from './helpers/client.js'
+import { api, executeSse, stdoutOf, stdoutText } from './helpers/client.js'
 import { buildImage } from './helpers/images.js'
 import { waitFor } from './helpers/wait.js'
 
@@ -54,7 +54,7 @@ t.test('templates: listed, unknown, without the REPL, and one built FROM the san
 
   const once = await api(h.url, 'POST', '/v1/execute', { template: 'extra', code: 'import greet\nprint(greet.hello("once"))' })
   t.equal(once.status, 200)
-  t.equal(once.body.events.find((e: { type: string }) => e.type === 'stdout')?.text, 'hello, once, from a template\n', 'a one-shot of the template')
+  t.equal(stdoutText(once.body.events), 'hello, once, from a template\n', 'a one-shot of the template')
 
   t.ok(await waitFor(async () => (await containersOf(h.deployment)).length === 2), "the one-shot's sandbox went after it")
   const before = 2

@@ -245,6 +245,34 @@ def stream_text(frames, name=None):
     return "".join(f["text"] for f in frames if f["type"] == "stream" and (name is None or f["name"] == name))
 
 
+def merged_streams(frames):
+    """The frames with consecutive stream frames of one name joined into one.
+
+    A writer descheduled for over PARTIAL_LINE_S between print's text and its newline (a loaded
+    machine) has its line shown in two frames, as a line left unfinished would be; tests of frame
+    order compare the merged frames."""
+    merged = []
+    for f in frames:
+        last = merged[-1] if merged else None
+        if last and f["type"] == "stream" and last["type"] == "stream" and last["name"] == f["name"]:
+            merged[-1] = dict(last, text=last["text"] + f["text"])
+        else:
+            merged.append(f)
+    return merged
+
+
+def timed_lines(timed):
+    """(time, text) of stream frames, a frame that continues an unended line joined to it (keeping
+    the time its first piece arrived). See merged_streams for why a line may come in pieces."""
+    lines = []
+    for t, text in timed:
+        if lines and not lines[-1][1].endswith("\n"):
+            lines[-1] = (lines[-1][0], lines[-1][1] + text)
+        else:
+            lines.append((t, text))
+    return lines
+
+
 def only(frames, type_):
     return [f for f in frames if f["type"] == type_]
 

@@ -8,7 +8,7 @@ import base64
 import json
 import unittest
 
-from harness import ReplTestCase, b64, dedent, done_of, have_module, only, stream_text
+from harness import ReplTestCase, b64, dedent, done_of, have_module, merged_streams, only, stream_text, timed_lines
 
 HAVE_MPL = have_module("matplotlib")
 HAVE_PANDAS = have_module("pandas")
@@ -37,7 +37,7 @@ class OutputTests(ReplTestCase):
     def test_sleep_between_prints_reaches_the_host_as_a_gap(self):
         eid = self.repl.start("import time\nprint('a')\ntime.sleep(1)\nprint('b')")
         self.repl.wait_done(eid)
-        timed = [(t, f["text"]) for t, f in self.repl.timed_frames_of(eid) if f["type"] == "stream"]
+        timed = timed_lines([(t, f["text"]) for t, f in self.repl.timed_frames_of(eid) if f["type"] == "stream"])
         texts = [text for _, text in timed]
         self.assertEqual(texts, ["a\n", "b\n"], "a and b must be separate frames, a first")
         gap = timed[1][0] - timed[0][0]
@@ -269,7 +269,7 @@ class MatplotlibTests(ReplTestCase):
 
     def test_show_never_blocks_and_keeps_order(self):
         frames = self.execute_ok("import matplotlib.pyplot as plt\nprint('a')\nplt.plot([1])\nplt.show()\nprint('b')")
-        kinds = [f["type"] for f in frames if f["type"] in ("stream", "display")]
+        kinds = [f["type"] for f in merged_streams(frames) if f["type"] in ("stream", "display")]
         self.assertEqual(kinds, ["stream", "display", "stream"])
 
     def test_figure_as_result_is_shown_once(self):

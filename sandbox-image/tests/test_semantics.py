@@ -4,7 +4,7 @@ the host requests the REPL answers and the ones it does not."""
 import base64
 import unittest
 
-from harness import ReplTestCase, dedent, done_of, only, stream_text
+from harness import ReplTestCase, dedent, done_of, merged_streams, only, stream_text
 
 # Frames older hosts sent; the REPL answers them like any unknown type.
 REMOVED_TYPES = ("ping", "is_complete", "get_var", "shutdown", "file_delete")
@@ -105,7 +105,8 @@ class SemanticsTests(ReplTestCase):
             print('after')
             'end'
         """))
-        kinds = [(f["type"], f.get("text", "").strip()) for f in frames if f["type"] in ("stream", "display", "result")]
+        shown = [f for f in merged_streams(frames) if f["type"] in ("stream", "display", "result")]
+        kinds = [(f["type"], f.get("text", "").strip()) for f in shown]
         self.assertEqual(kinds, [("stream", "before"), ("display", ""), ("stream", "after"), ("result", "")])
         self.assertEqual(only(frames, "display")[0]["data"]["text/html"], "<i>h</i>")
 

@@ -101,3 +101,16 @@ export const stdoutOf = (events: SseEvent[]) =>
     .filter((e) => e.event === 'stdout')
     .map((e) => e.data.text)
     .join('')
+
+/** The stdout of a JSON reply's events, joined: a line may come in more than one event. */
+export const stdoutText = (events: Array<{ type: string; text?: string }> = []) =>
+  events
+    .filter((e) => e.type === 'stdout')
+    .map((e) => e.text)
+    .join('')
+
+/** A readSse stop: once the stream's stdout so far holds `text` (a line may come in more than one event). */
+export function untilStdout(text: string): (e: SseEvent) => boolean {
+  let seen = ''
+  return (e) => e.event === 'stdout' && (seen += e.data.text).includes(text)
+}

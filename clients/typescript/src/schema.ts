@@ -472,6 +472,7 @@ export interface components {
             type: components["schemas"]["EventType"];
             state?: string;
             execution_id?: string;
+            /** @description stdout/stderr: the text. An event is not a line: lines written in a burst share one, and a line may come in pieces (one not ended 20 ms after it began is shown as it stands); join the texts */
             text?: string;
             execution_count?: number;
             /** @description MIME type → content (image/png is base64) */
