@@ -145,13 +145,7 @@ t.test('client files, bash and one-shot', async (t) => {
     const stream = await client.stream(sid, 'for i in 1 2 3; do echo $i; done', { language: 'bash' })
     const events: ExecutionEvent[] = []
     for await (const e of stream) events.push(e)
-    t.equal(
-      events
-        .filter((e) => e.type === 'stdout')
-        .map((e) => e.text)
-        .join(''),
-      '1\n2\n3\n',
-    )
+    t.equal(stdoutText(events), '1\n2\n3\n')
     t.equal(stream.status, 'ok')
     t.match(events.at(-1), { type: 'done', exit_code: 0 })
   })

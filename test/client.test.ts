@@ -16,6 +16,7 @@ import {
   type ExecutionEvent,
 } from '../clients/typescript/src/index.ts'
 import { API_KEY, startApp } from './helpers/app.js'
+import { stdoutText } from './helpers/client.js'
 
 /** A TCP proxy in front of the server whose open connections the test can cut at will. */
 async function startProxy(target: string): Promise<{ url: string; connections: () => number; cut: () => void; close: () => Promise<void> }> {
@@ -82,10 +83,7 @@ t.test('the client', async (t) => {
         proxy.cut()
       }
     }
-    const stdout = events
-      .filter((e) => e.type === 'stdout')
-      .map((e) => e.text)
-      .join('')
+    const stdout = stdoutText(events)
     t.equal(stdout, Array.from({ length: LINES }, (_, i) => `line ${i}\n`).join(''), 'no line lost or repeated')
     t.equal(stream.reconnects, 2, 'it reconnected once per cut')
     t.ok(proxy.connections() - before >= 2, 'each time over a new connection')

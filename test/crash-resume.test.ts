@@ -2,7 +2,7 @@
 // client resuming with Last-Event-ID gets the rest of the events, none twice.
 import t from 'tap'
 import { API_KEY, containersOf, startApp } from './helpers/app.js'
-import { api, readSse, stdoutText, type SseEvent } from './helpers/client.js'
+import { api, readSse, stdoutOf, stdoutText, type SseEvent } from './helpers/client.js'
 import { isolatedServer, killHard } from './helpers/server-process.js'
 import { gate, startFakeLlm } from './helpers/fake-llm.js'
 
@@ -35,14 +35,7 @@ t.test('an execution survives an API crash', async (t) => {
     }),
   )
   const all: SseEvent[] = [...before, ...after]
-  t.equal(
-    all
-      .filter((e) => e.event === 'stdout')
-      .map((e) => e.data.text)
-      .join(''),
-    EXPECTED,
-    'every line arrived, in order',
-  )
+  t.equal(stdoutOf(all), EXPECTED, 'every line arrived, in order')
   t.equal(new Set(all.map((e) => e.id)).size, all.length, 'no event twice')
   t.equal(all.at(-1)?.event, 'done')
   t.equal(all.at(-1)?.data.status, 'ok')
@@ -88,10 +81,7 @@ t.test('SIGTERM ends open streams with a final event, exits cleanly and leaves s
   const rest = await readSse(
     await fetch(`${h.server.url}/v1/sessions/${sid}/executions/${eid}/events`, { headers: { ...auth, accept: 'text/event-stream', 'last-event-id': lastId } }),
   )
-  const all = [...events, ...rest]
-    .filter((e) => e.event === 'stdout')
-    .map((e) => e.data.text)
-    .join('')
+  const all = stdoutOf([...events, ...rest])
   t.equal(all, EXPECTED, 'the resumed stream completes the output')
 })
 
@@ -113,13 +103,7 @@ t.test('a busy session whose API instance died is taken over by another instance
 
   const b = await startApp(t, { ...fast, REPLCAST_KEY_PREFIX: a.env.REPLCAST_KEY_PREFIX!, REPLCAST_DEPLOYMENT: a.env.REPLCAST_DEPLOYMENT! })
   const events = await readSse(await fetch(`${b.url}/v1/sessions/${sid}/executions/${eid}/events`, { headers: { ...auth, accept: 'text/event-stream' } }))
-  t.equal(
-    events
-      .filter((e) => e.event === 'stdout')
-      .map((e) => e.data.text)
-      .join(''),
-    'start\n',
-  )
+  t.equal(stdoutOf(events), 'start\n')
   t.equal(events.at(-1)?.event, 'done', 'the follower on the other instance gets the end')
   t.equal(events.at(-1)?.data.status, 'timeout', "the execution's timeout was enforced by the instance that took over")
   const after = await api(b.url, 'POST', `/v1/sessions/${sid}/executions`, { code: 'print("alive")' })

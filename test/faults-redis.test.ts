@@ -82,14 +82,7 @@ t.test('Redis fails at the end of an execution', async (t) => {
     const ex = (await api(h.url, 'GET', `/v1/sessions/${sid}/executions/${eid}`)).body
     t.equal(ex.status, 'ok', 'the end the REPL reported, read back from the container')
     t.equal(ex.events.filter((e: any) => e.type === 'done').length, 1, 'exactly one done')
-    t.equal(
-      ex.events
-        .filter((e: any) => e.type === 'stdout')
-        .map((e: any) => e.text)
-        .join(''),
-      'started\nlate\n',
-      'output printed while Redis was down is recovered',
-    )
+    t.equal(stdoutText(ex.events), 'started\nlate\n', 'output printed while Redis was down is recovered')
     t.ok(await waitFor(async () => (await api(h.url, 'GET', `/v1/sessions/${sid}`)).body.status === 'ready', 10000), 'the session is not left busy')
     const after = await api(h.url, 'POST', `/v1/sessions/${sid}/executions`, { code: 'print(x)' })
     t.equal(stdoutText(after.body.events), '42\n', 'the session carries on with its state')

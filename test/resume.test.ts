@@ -1,7 +1,7 @@
 // Clients that disconnect and come back with Last-Event-ID lose and repeat nothing.
 import t from 'tap'
 import { API_KEY, startApp } from './helpers/app.js'
-import { api, createSession, readSse, type SseEvent } from './helpers/client.js'
+import { api, createSession, readSse, stdoutOf } from './helpers/client.js'
 
 const CODE = 'import time\nfor i in range(8):\n    print(f"line {i}", flush=True)\n    time.sleep(0.15)'
 const EXPECTED = Array.from({ length: 8 }, (_, i) => `line ${i}\n`).join('')
@@ -11,12 +11,6 @@ function events(base: string, sid: string, eid: string, lastId?: string, query =
     headers: { authorization: `Bearer ${API_KEY}`, accept: 'text/event-stream', ...(lastId ? { 'last-event-id': lastId } : {}) },
   })
 }
-
-const text = (evs: SseEvent[]) =>
-  evs
-    .filter((e) => e.event === 'stdout')
-    .map((e) => e.data.text)
-    .join('')
 
 t.test('resuming by Last-Event-ID', async (t) => {
   const h = await startApp(t)
@@ -35,7 +29,7 @@ t.test('resuming by Last-Event-ID', async (t) => {
     const lastId = first.at(-1)!.id
     const rest = await readSse(await events(h.url, sid, eid, lastId))
     const all = [...first, ...rest]
-    t.equal(text(all), EXPECTED, 'the stdout is complete and in order')
+    t.equal(stdoutOf(all), EXPECTED, 'the stdout is complete and in order')
     t.equal(new Set(all.map((e) => e.id)).size, all.length, 'no event twice')
     t.equal(all.filter((e) => e.event === 'done').length, 1, 'one done')
     const ids = all.map((e) => e.id)
@@ -68,7 +62,7 @@ t.test('resuming by Last-Event-ID', async (t) => {
     const location = res.headers.get('location')!
     await readSse(res, (e) => e.event === 'stdout') // then disconnect
     const rest = await readSse(await events(h.url, sid, location.split('/').pop()!))
-    t.equal(text(rest), EXPECTED)
+    t.equal(stdoutOf(rest), EXPECTED)
     const ex = await api(h.url, 'GET', location)
     t.equal(ex.body.status, 'ok')
   })
@@ -82,7 +76,7 @@ t.test('resuming by Last-Event-ID', async (t) => {
     const url = (eid: string, token: string) => `${h.url}/v1/sessions/${sid}/executions/${eid}/events?access_token=${encodeURIComponent(token)}`
     const ok = await fetch(url(a.body.id, minted.body.token), { headers: { accept: 'text/event-stream' } })
     t.equal(ok.status, 200)
-    t.equal(text(await readSse(ok)), 'for the browser\n')
+    t.equal(stdoutOf(await readSse(ok)), 'for the browser\n')
     const wrongExecution = await fetch(url(b.body.id, minted.body.token), { headers: { accept: 'text/event-stream' } })
     t.equal(wrongExecution.status, 401, 'the token is for one execution only')
     await wrongExecution.text()

@@ -3,7 +3,7 @@
 // tenant's logs, and its running executions hold their quota slots however short a later one is.
 import t from 'tap'
 import { API_KEY, OTHER_KEY, startApp, type Harness } from './helpers/app.js'
-import { api, createSession, readSse, stdoutOf, type SseEvent } from './helpers/client.js'
+import { api, createSession, readSse, stdoutOf, stdoutText, type SseEvent } from './helpers/client.js'
 import { executeWithin, fmtStats, NeighbourProbe } from './helpers/neighbour.js'
 import { logEntries } from './helpers/logs.js'
 import { waitFor } from './helpers/wait.js'
@@ -76,10 +76,7 @@ t.test('max_event_bytes: oldest ended logs go first, then live output is truncat
   for (const [i, eid] of alphaIds.slice(1).entries()) {
     const r = await api(h.url, 'GET', `/v1/sessions/${a}/executions/${eid}`)
     t.equal(r.status, 200, `log ${i + 2} is kept`)
-    const out = (r.body.events as Array<{ type: string; text?: string }>)
-      .filter((e) => e.type === 'stdout')
-      .map((e) => e.text)
-      .join('')
+    const out = stdoutText(r.body.events)
     t.equal(out, `${i + 2}`.repeat(150_000) + '\n', `log ${i + 2} is whole`)
   }
 
