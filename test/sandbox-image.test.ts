@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url'
 import path from 'node:path'
 import { loadConfig } from '../src/config.js'
 import { containerConfig } from '../src/sandbox/container-spec.js'
-import { resolveSessionLimits, sandboxSpec } from '../src/sessions/session-limits.js'
+import { resolveSessionLimits, sandboxSpec } from '../src/sessions/supply/session-limits.js'
 import { dockerRunFlags } from './helpers/docker-run-flags.js'
 
 const SANDBOX_IMAGE = process.env.SANDBOX_IMAGE ?? 'replcast-sandbox:latest'

@@ -10,7 +10,7 @@ import { SandboxNotRunningError } from '../sandbox/sandbox-exec.js'
 import type { SandboxFiles } from '../sandbox/driver.js'
 import { WorkspaceFileError, type WorkspaceEntry } from '../sandbox/workspace-files.js'
 import type { RedisStore, SessionRecord } from '../store/redis-store.js'
-import type { Engines } from './engines.js'
+import type { Engines } from './supply/engines.js'
 import type { SessionService } from './session-service.js'
 
 const MIB = 1024 * 1024

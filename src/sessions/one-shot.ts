@@ -9,7 +9,7 @@ import type { OneShotBodyT } from '../schemas.js'
 import { checkCeilings } from '../tenants.js'
 import type { Executions } from './executions.js'
 import { workspacePath, type SessionFiles } from './files.js'
-import type { WarmPool } from './pool.js'
+import type { WarmPool } from './supply/pool.js'
 import type { SessionService } from './session-service.js'
 
 /** Idle seconds of a one-shot's session: how long it outlives its execution if its clean-up never runs (a crash). */

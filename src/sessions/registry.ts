@@ -1,7 +1,7 @@
 // The sessions this instance is attached to, and the one way to let go of one.
-import type { ExecutionRunner } from './execution-runner.js'
-import type { LiveSession } from './live-session.js'
-import type { Metrics } from './metrics.js'
+import type { ExecutionRunner } from './runner/execution-runner.js'
+import type { LiveSession } from './runner/live-session.js'
+import type { Metrics } from '../metrics.js'
 
 export class SessionRegistry {
   private readonly live = new Map<string, LiveSession>()

@@ -5,7 +5,7 @@ import t from 'tap'
 import { pino } from 'pino'
 import { loadConfig } from '../../src/config.js'
 import { AppError } from '../../src/errors.js'
-import { Engines, SessionOnOtherEngine } from '../../src/sessions/engines.js'
+import { Engines, SessionOnOtherEngine } from '../../src/sessions/supply/engines.js'
 import type { EngineReport, EngineStore } from '../../src/store/engine-store.js'
 import { connectRedis, parseSentinels } from '../../src/store/redis-connect.js'
 

@@ -5,7 +5,7 @@ import { execFileSync } from 'node:child_process'
 import t from 'tap'
 import { eventJson, frameTextJson, withTextJson } from '../../src/event-json.js'
 import { parseFrame } from '../../src/repl/repl-client.js'
-import { frameToEvent } from '../../src/sessions/execution.js'
+import { frameToEvent } from '../../src/sessions/runner/execution.js'
 
 const texts = [
   '',

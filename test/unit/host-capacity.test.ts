@@ -3,7 +3,7 @@
 // a place granted from the last listing is counted again, anew, once the sandbox exists.
 import t from 'tap'
 import { pino } from 'pino'
-import { HostCapacity } from '../../src/sessions/host-capacity.js'
+import { HostCapacity } from '../../src/sessions/supply/host-capacity.js'
 
 const MIB = 1024 * 1024
 

@@ -2,7 +2,7 @@
 // the anchor and the loss report when the log was cut, live frames that repeat the log's tail, and
 // frames that Docker's log glued together.
 import t from 'tap'
-import { executionFrames, framesToReplay, LiveOverlap } from '../../src/sessions/log-replay.js'
+import { executionFrames, framesToReplay, LiveOverlap } from '../../src/sessions/runner/log-replay.js'
 import type { ReplFrame } from '../../src/repl/protocol.js'
 
 const status = (seq: number): ReplFrame => ({ v: 1, type: 'status', exec_id: 'e', state: 'running', seq })

@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify'
 import { Type } from 'typebox'
 import type { Redis } from 'ioredis'
 import type { SandboxDriver } from '../../sandbox/driver.js'
-import type { Metrics } from '../../sessions/metrics.js'
+import type { Metrics } from '../../metrics.js'
 
 export async function opsRoutes(
   app: FastifyInstance,

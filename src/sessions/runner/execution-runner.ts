@@ -2,21 +2,21 @@
 // into events in order, a timeout that interrupts and then kills, and exactly one `done` each.
 // It is the one owner of execution state (LiveSession.work and each PendingExecution).
 import type { Logger } from 'pino'
-import type { Config } from '../config.js'
-import { AppError } from '../errors.js'
-import type { DoneStatusT } from '../schemas.js'
-import type { SandboxDriver } from '../sandbox/driver.js'
-import type { ReplFrame } from '../repl/protocol.js'
-import type { EventFeed } from '../store/event-feed.js'
-import type { Appended, ExecutionRecord, RedisStore } from '../store/redis-store.js'
+import type { Config } from '../../config.js'
+import { AppError } from '../../errors.js'
+import type { DoneStatusT } from '../../schemas.js'
+import type { SandboxDriver } from '../../sandbox/driver.js'
+import type { ReplFrame } from '../../repl/protocol.js'
+import type { EventFeed } from '../../store/event-feed.js'
+import type { Appended, ExecutionRecord, RedisStore } from '../../store/redis-store.js'
 import { busyDeadline, countOf, frameToEvent, newPendingExecution, ownsLog, queuedRecord, unrefTimer, type PendingExecution } from './execution.js'
 import { ExecutionLog } from './execution-log.js'
 import { executionFrames, framesToReplay, LiveOverlap } from './log-replay.js'
 import { SlotHolds } from './slot-hold.js'
 import type { LiveSession } from './live-session.js'
 import type { LlmRequestHandler, RunningExecution } from './llm-requests.js'
-import type { Metrics } from './metrics.js'
-import { retry } from '../retry.js'
+import type { Metrics } from '../../metrics.js'
+import { retry } from '../../retry.js'
 
 /** The parts of the store, feed and driver the runner uses (narrow, so unit tests can stand in for them). */
 export type RunnerStore = Pick<

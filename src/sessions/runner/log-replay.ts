@@ -3,8 +3,8 @@
 // frames it handled), and which live frames after attaching the log already gave (by content, as the
 // attach stream and the log carry the same lines). The REPL's `seq` is only a hint where the log was
 // cut at its size bound; a forged seq can then only cost its own session output, never drop later frames.
-import { executionOf, parseFrame } from '../repl/repl-client.js'
-import type { ReplFrame } from '../repl/protocol.js'
+import { executionOf, parseFrame } from '../../repl/repl-client.js'
+import type { ReplFrame } from '../../repl/protocol.js'
 
 /** Where the host was in an execution's frames: how many it handled, and the REPL seq of the last it logged (-1: none). */
 export interface ResumePoint {

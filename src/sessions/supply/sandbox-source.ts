@@ -1,11 +1,11 @@
 // Where a new session's sandbox comes from: the warm pool when the session asks for exactly what the
 // pool holds (already started, already counted in the host's memory), else a new container of its
 // template, under a place in the host's memory (host-capacity.ts).
-import type { Config } from '../config.js'
-import { ReplClosedError, ReplTimeoutError } from '../repl/repl-client.js'
-import type { SandboxDriver, SandboxHandle } from '../sandbox/driver.js'
-import type { SessionRecord } from '../store/redis-store.js'
-import { DEFAULT_TEMPLATE } from '../templates.js'
+import type { Config } from '../../config.js'
+import { ReplClosedError, ReplTimeoutError } from '../../repl/repl-client.js'
+import type { SandboxDriver, SandboxHandle } from '../../sandbox/driver.js'
+import type { SessionRecord } from '../../store/redis-store.js'
+import { DEFAULT_TEMPLATE } from '../../templates.js'
 import type { CapacityPlace, HostCapacity } from './host-capacity.js'
 import type { TakenSandbox, WarmPool } from './pool.js'
 import { sandboxSpec } from './session-limits.js'

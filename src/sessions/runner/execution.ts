@@ -1,10 +1,10 @@
 // One execution as the runner holds it while it is queued or running on this instance, and the
 // mapping of REPL frames to the API events they become.
-import type { Config } from '../config.js'
-import { keepTextJson } from '../event-json.js'
-import type { DoneStatusT } from '../schemas.js'
-import type { ReplFrame } from '../repl/protocol.js'
-import type { ExecutionRecord } from '../store/redis-store.js'
+import type { Config } from '../../config.js'
+import { keepTextJson } from '../../event-json.js'
+import type { DoneStatusT } from '../../schemas.js'
+import type { ReplFrame } from '../../repl/protocol.js'
+import type { ExecutionRecord } from '../../store/redis-store.js'
 import type { LiveSession } from './live-session.js'
 
 export type EventPayload = { type: string; [k: string]: unknown }

@@ -1,5 +1,5 @@
 // A session this instance is attached to: its REPL channel and where it is in its life here.
-import type { ReplClient } from '../repl/repl-client.js'
+import type { ReplClient } from '../../repl/repl-client.js'
 import type { PendingExecution } from './execution.js'
 
 /**

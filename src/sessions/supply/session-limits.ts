@@ -1,10 +1,10 @@
 // A new session's limits: what the request asks, within the tenant's ceilings, else the defaults;
 // and the sandbox spec they and the config make.
-import type { Config } from '../config.js'
-import { AppError } from '../errors.js'
-import type { CreateSessionBodyT, LimitsT } from '../schemas.js'
-import type { SandboxSpec } from '../sandbox/container-spec.js'
-import { checkCeilings } from '../tenants.js'
+import type { Config } from '../../config.js'
+import { AppError } from '../../errors.js'
+import type { CreateSessionBodyT, LimitsT } from '../../schemas.js'
+import type { SandboxSpec } from '../../sandbox/container-spec.js'
+import { checkCeilings } from '../../tenants.js'
 
 /** Memory a session keeps for Python itself when its workspace and /tmp are full. */
 const MIN_PROCESS_MEMORY_MB = 64

@@ -3,13 +3,13 @@
 // memory, whichever instance received the request), and whether a session's sandbox is reachable
 // from here (only an instance on its engine can attach to it).
 import type { Logger } from 'pino'
-import type { Config } from '../config.js'
-import { AppError } from '../errors.js'
-import type { SandboxDriver } from '../sandbox/driver.js'
-import type { EngineStore } from '../store/engine-store.js'
-import type { RedisStore, SessionRecord } from '../store/redis-store.js'
+import type { Config } from '../../config.js'
+import { AppError } from '../../errors.js'
+import type { SandboxDriver } from '../../sandbox/driver.js'
+import type { EngineStore } from '../../store/engine-store.js'
+import type { RedisStore, SessionRecord } from '../../store/redis-store.js'
 import type { HostCapacity } from './host-capacity.js'
-import type { RecordedExecutions } from './recorded-executions.js'
+import type { RecordedExecutions } from '../runner/recorded-executions.js'
 
 const MIB = 1024 * 1024
 

@@ -1,6 +1,6 @@
 // What the sessions layer asks of whoever answers llm_query/llm_batch calls made by sandbox code
 // (the agent module implements it; the sessions layer never imports the agent).
-import type { LlmRequestFrame } from '../repl/protocol.js'
+import type { LlmRequestFrame } from '../../repl/protocol.js'
 import type { EventPayload } from './execution.js'
 
 export interface LlmReply {

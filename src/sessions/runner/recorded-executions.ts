@@ -1,10 +1,10 @@
 // Executions known only from their Redis records: those a session left unfinished when no
 // instance drove it, those whose end was never recorded (stale), and how such an execution is
 // ended (an error saying why, then its `done`).
-import type { Config } from '../config.js'
-import type { DoneStatusT } from '../schemas.js'
-import type { EventFeed } from '../store/event-feed.js'
-import type { ExecutionRecord, RedisStore, SessionRecord } from '../store/redis-store.js'
+import type { Config } from '../../config.js'
+import type { DoneStatusT } from '../../schemas.js'
+import type { EventFeed } from '../../store/event-feed.js'
+import type { ExecutionRecord, RedisStore, SessionRecord } from '../../store/redis-store.js'
 
 export class RecordedExecutions {
   constructor(

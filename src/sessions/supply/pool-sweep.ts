@@ -3,9 +3,9 @@
 // this instance made before it restarted (the pool is not re-adopted), and one whose session Redis
 // no longer knows are removed; bindings whose container is gone are dropped.
 import type { Logger } from 'pino'
-import type { Config } from '../config.js'
-import type { ManagedContainer, SandboxDriver } from '../sandbox/driver.js'
-import type { PoolStore } from '../store/pool-store.js'
+import type { Config } from '../../config.js'
+import type { ManagedContainer, SandboxDriver } from '../../sandbox/driver.js'
+import type { PoolStore } from '../../store/pool-store.js'
 import type { Engines } from './engines.js'
 import type { WarmPool } from './pool.js'
 

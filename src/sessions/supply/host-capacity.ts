@@ -2,8 +2,8 @@
 // would pass HOST_MEMORY_SHARE of the host's memory, so that a host short of memory is never
 // promised more than it has and its OOM killer is not left choosing Redis, dockerd or the API.
 import type { Logger } from 'pino'
-import { AppError } from '../errors.js'
-import type { SandboxMemory } from '../sandbox/driver.js'
+import { AppError } from '../../errors.js'
+import type { SandboxMemory } from '../../sandbox/driver.js'
 
 /** Seconds a refused client is told to wait: sandboxes come and go at the pace of idle timeouts and deletes. */
 const RETRY_AFTER_S = 10

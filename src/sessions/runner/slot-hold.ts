@@ -3,8 +3,8 @@
 // really starts in the REPL (its `status running`, which the REPL only sends once the main thread is
 // free) or ends. Without a next execution the slot is freed at `done`: see README, Security.
 import type { Logger } from 'pino'
-import type { Config } from '../config.js'
-import type { RedisStore } from '../store/redis-store.js'
+import type { Config } from '../../config.js'
+import type { RedisStore } from '../../store/redis-store.js'
 import type { PendingExecution } from './execution.js'
 import type { LiveSession } from './live-session.js'
 

@@ -2,10 +2,10 @@
 // look at the image (present, command runs the replcast REPL) before a container is made, and the
 // error to give when a sandbox of it never says ready.
 import type { Logger } from 'pino'
-import type { Config } from '../config.js'
-import { AppError } from '../errors.js'
-import type { SandboxDriver } from '../sandbox/driver.js'
-import { DEFAULT_TEMPLATE } from '../templates.js'
+import type { Config } from '../../config.js'
+import { AppError } from '../../errors.js'
+import type { SandboxDriver } from '../../sandbox/driver.js'
+import { DEFAULT_TEMPLATE } from '../../templates.js'
 
 /** The package every template's command must run (the sandbox image's CMD runs replcast_repl.server's main). */
 const REPL_MODULE = 'replcast_repl'

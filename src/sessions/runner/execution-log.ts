@@ -2,16 +2,16 @@
 // host's own byte budget, and its end (the `done` event with the execution and session fields),
 // retried while Redis is away. The runner decides what happens; this file only records it.
 import type { Logger } from 'pino'
-import type { Config } from '../config.js'
-import type { DoneStatusT } from '../schemas.js'
-import type { EventFeed } from '../store/event-feed.js'
-import { appendedAhead, type Appended, type RedisStore } from '../store/redis-store.js'
+import type { Config } from '../../config.js'
+import type { DoneStatusT } from '../../schemas.js'
+import type { EventFeed } from '../../store/event-feed.js'
+import { appendedAhead, type Appended, type RedisStore } from '../../store/redis-store.js'
 import { ownsLog, type EventPayload, type PendingExecution } from './execution.js'
 import type { LiveSession } from './live-session.js'
 import { LogTails } from './log-tails.js'
-import type { Metrics } from './metrics.js'
-import { eventJson, withTextJson } from '../event-json.js'
-import { isRedisUnavailable, retry } from '../retry.js'
+import type { Metrics } from '../../metrics.js'
+import { eventJson, withTextJson } from '../../event-json.js'
+import { isRedisUnavailable, retry } from '../../retry.js'
 
 /** Per-event overhead counted against an execution's byte budget (so floods of tiny frames count). */
 const FRAME_OVERHEAD_BYTES = 64

@@ -1,11 +1,11 @@
 // Execution logs driven by code in this process rather than by one REPL execution: an LLM
 // turn's log, which its steps write into and which the turn ends itself with its one `done`.
 // Only the instance that drives a log can end it; adoption ends those no instance drives.
-import type { DoneStatusT } from '../schemas.js'
-import type { EventFeed } from '../store/event-feed.js'
-import type { RedisStore } from '../store/redis-store.js'
+import type { DoneStatusT } from '../../schemas.js'
+import type { EventFeed } from '../../store/event-feed.js'
+import type { RedisStore } from '../../store/redis-store.js'
 import type { EventPayload } from './execution.js'
-import { newId } from './ids.js'
+import { newId } from '../ids.js'
 
 export class DrivenLog {
   private interruptHandler: (() => boolean) | null = null
