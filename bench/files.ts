@@ -1,7 +1,8 @@
 // Workspace files: a 20 MB upload and download through the API (target: >= 50 MB/s each, the API
-// process's RSS growing < 30 MB meanwhile) and small-file latency, beside the two transports
-// measured alone in the same run: `docker exec` of the file program (the one used) and the REPL
-// channel's base64 file_put/file_get frames (the alternative), idle and while code keeps the REPL busy.
+// process's RSS growing < 30 MB meanwhile) and small-file latency, beside the transport measured
+// alone in the same run: `docker exec` of the file program. Its old baseline, the REPL channel's
+// base64 file_put/file_get frames, went with those frames (issue 30): its figures stay in
+// docs/performance.md.
 // Run: npm run bench   (BENCH_FILE_ROUNDS, BENCH_SMALL_ROUNDS)
 import { spawn, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
@@ -9,8 +10,6 @@ import { readFileSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { fileURLToPath } from 'node:url'
 import Docker from 'dockerode'
-import { pino } from 'pino'
-import { ReplClient } from '../src/repl/repl-client.js'
 import { LABEL } from '../src/sandbox/labels.js'
 import { WorkspaceFiles } from '../src/sandbox/workspace-files.js'
 import { removeDeployment } from './harness.js'
@@ -132,7 +131,6 @@ async function main(): Promise<void> {
       for await (const _ of body) void _
     })
     const execSmall = await timed(SMALL, async () => void (await ws.put(cid, 's.txt', [Buffer.from('hello')], { maxBytes: 100 })))
-    const repl = await replChannel(cid, data)
 
     console.log(`workspace files benchmark (${ROUNDS} rounds of 20 MB after a warm-up; ${SMALL} small-file rounds)`)
     console.log(line(`API PUT 20 MB (${rate(up.ms)})`, up.ms))
@@ -144,7 +142,6 @@ async function main(): Promise<void> {
     console.log(line(`exec transport put 20 MB (${rate(execUp.ms)})`, execUp.ms))
     console.log(line(`exec transport get 20 MB (${rate(execDown.ms)})`, execDown.ms))
     console.log(line('exec transport put 5 bytes', execSmall.ms))
-    for (const [name, r] of Object.entries(repl)) console.log(line(name, r))
   } finally {
     child.kill('SIGTERM')
     await new Promise((r) => child.once('exit', r))
@@ -154,83 +151,6 @@ async function main(): Promise<void> {
 
 async function* chunks(data: Buffer, size: number): AsyncIterable<Buffer> {
   for (let o = 0; o < data.length; o += size) yield data.subarray(o, o + size)
-}
-
-/** The REPL channel (base64 frames over the attach stream), on a REPL of its own in the same container image. */
-async function replChannel(cid: string, data: Buffer): Promise<Record<string, number[]>> {
-  const info = await docker.getContainer(cid).inspect()
-  const c = await docker.createContainer({
-    Image: info.Config.Image,
-    User: '1000:1000',
-    Env: info.Config.Env,
-    WorkingDir: '/workspace',
-    OpenStdin: true,
-    AttachStdin: true,
-    AttachStdout: true,
-    AttachStderr: true,
-    Labels: { [LABEL.deployment]: env.REPLCAST_DEPLOYMENT },
-    HostConfig: { ...info.HostConfig, AutoRemove: false },
-  })
-  const sock = (await c.attach({ stream: true, stdin: true, stdout: true, stderr: true, hijack: true })) as unknown as NodeJS.ReadWriteStream & {
-    destroy(): void
-  }
-  await c.start()
-  const { DockerDemuxer } = await import('../src/sandbox/demux.js')
-  let onData: (b: Buffer) => void = () => {}
-  const demux = new DockerDemuxer(
-    (b) => onData(b),
-    () => undefined,
-  )
-  sock.on('data', (b: Buffer) => demux.push(b))
-  const client = new ReplClient(
-    { write: (s) => void sock.write(s), onData: (cb) => (onData = cb), onClose: () => undefined, close: () => sock.destroy() },
-    pino({ level: 'silent' }),
-    { readyTimeoutMs: 30_000 },
-  )
-  await client.ready
-  const CHUNK = 4 * 1024 * 1024
-  const put = async () => {
-    for (let o = 0; o < data.length; o += CHUNK)
-      await client.request('file_put', { path: 'r.bin', offset: o, data: data.subarray(o, o + CHUNK).toString('base64') }, 120_000)
-  }
-  const get = async () => {
-    for (let o = 0, eof = false; !eof;) {
-      const r = await client.request('file_get', { path: 'r.bin', offset: o, length: CHUNK }, 120_000)
-      o += Buffer.from(String(r.data), 'base64').length
-      eof = r.eof === true
-    }
-  }
-  const small = async () => void (await client.request('file_put', { path: 's.txt', offset: 0, data: 'aGVsbG8=' }, 10_000))
-  const out: Record<string, number[]> = {}
-  const idleUp = (await timed(ROUNDS, put)).ms
-  const idleDown = (await timed(ROUNDS, get)).ms
-  out[`REPL channel put 20 MB (${rate(idleUp)})`] = idleUp
-  out[`REPL channel get 20 MB (${rate(idleDown)})`] = idleDown
-  out['REPL channel put 5 bytes'] = (await timed(SMALL, small)).ms
-  // The same while the REPL's main thread runs a Python loop (the control thread then shares the GIL).
-  const busyEnded = new Promise<void>((ended) => {
-    client.execute('busy', 'while True:\n    pass', (f) => {
-      if (f.type === 'done') ended()
-    })
-  })
-  const busyUp = (await timed(ROUNDS, put)).ms
-  out[`REPL channel put 20 MB, code running (${rate(busyUp)})`] = busyUp
-  out['REPL channel put 5 bytes, code running'] = (await timed(SMALL, small)).ms
-  // Code that holds the GIL inside C (a regular expression that backtracks for ever): the channel's thread never runs.
-  // Its `status` frame is not awaited: the REPL holds it for the first output, and this code has none.
-  client.interrupt()
-  await busyEnded
-  client.execute('regex', 'import re\nre.match(r"(a+)+$", "a" * 40 + "b")', () => undefined)
-  await new Promise((r) => setTimeout(r, 200)) // into the match itself (a bench, not a test: no event marks it)
-  const t0 = performance.now()
-  const answered = await client.request('file_put', { path: 's.txt', offset: 0, data: 'aGVsbG8=' }, 5_000).then(
-    () => true,
-    () => false,
-  )
-  console.log(`REPL channel put 5 bytes while code holds the GIL in C: ${answered ? `${(performance.now() - t0).toFixed(1)} ms` : 'no answer within 5 s'}`)
-  client.close()
-  await c.remove({ force: true })
-  return out
 }
 
 async function cleanUp(): Promise<void> {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# npm test: set up what is missing, run the static checks (type-check, format, lint, dead code),
-# then the unit tests (test/unit/: no Docker or Redis) and after them the integration tests (the
-# rest of test/), and end with one plain line "N passed, N failed" (", N skipped" when tap skipped any).
+# npm test: set up what is missing, run the static checks (type-check, format, lint, dead code, layers,
+# Python lint), then the unit tests (test/unit/: no Docker or Redis) and after them the integration
+# tests (the rest of test/), and end with one plain line "N passed, N failed" (", N skipped" when tap
+# skipped any).
 #
 # How it counts: the tap tests as tap reports them, the two runs added up; each static check that
 # fails adds one to "failed", and so does a tap run that fails without printing its summary. The exit
@@ -44,6 +45,8 @@ check type-check npm run --silent typecheck
 check format npm run --silent format:check
 check lint npm run --silent lint
 check deadcode npm run --silent deadcode
+check python-lint flake8 sandbox-image bench # the REPL, its tests, bench/jupyter.py (.flake8)
+check layers npm run --silent layers
 
 if [ $# -gt 0 ]; then
   tap_run "$REPLCAST_STATE/last-test.log" "$@"

@@ -3,15 +3,13 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
 import { fastifySSE } from '@fastify/sse'
 import { eventJson } from './event-json.js'
-import fastifySwagger from '@fastify/swagger'
 import type { Redis } from 'ioredis'
 import { pino, type Logger } from 'pino'
 import { randomUUID } from 'node:crypto'
 import type { Config } from './config.js'
-import * as schemas from './schemas.js'
 import { DockerSandboxDriver } from './sandbox/docker-driver.js'
 import type { SandboxDriver } from './sandbox/driver.js'
-import { RedisStore } from './store/redis-store.js'
+import { createStores } from './store/stores.js'
 import { connectRedis } from './store/redis-connect.js'
 import { batchWritesPerTurn } from './store/turn-batching.js'
 import { EventFeed } from './store/event-feed.js'
@@ -24,7 +22,7 @@ import { createMetrics } from './metrics.js'
 import { authenticate, isAuthenticatedRoute } from './http/auth.js'
 import { clientErrorHandler, frameworkErrorHandler, installProblemHandling } from './http/problem-handler.js'
 import { installRouteProblems } from './http/route-problems.js'
-import { installValidation } from './http/validation.js'
+import { API_VERSION, installOpenApi } from './http/openapi-doc.js'
 import { SseStreams } from './http/sse.js'
 import { redactUrl, streamTokenSecret } from './http/stream-token.js'
 import { sessionRoutes } from './http/routes/sessions.js'
@@ -39,9 +37,7 @@ import { allowedModels, LlmService } from './agent/llm-service.js'
 import { OpenAiLlmClient } from './agent/llm-client.js'
 import { SubCalls } from './agent/sub-calls.js'
 import { LlmBudget } from './agent/llm-budget.js'
-import { redisKeys } from './store/keys.js'
 import { RateLimiter } from './http/rate-limit.js'
-import * as agentSchemas from './agent/schemas.js'
 
 export interface AppOptions {
   config: Config
@@ -53,8 +49,6 @@ export interface AppOptions {
   /** The clock of time windows (tenants' LLM budgets); tests pin it so a window does not end mid-test. */
   now?: () => number
 }
-
-const API_VERSION = '0.1.0'
 
 /** Builds the app; `await app.ready()` (or listen) also re-adopts sessions and starts the reaper. */
 export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
@@ -79,24 +73,25 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   ] as const) {
     conn.on('error', (err: Error) => log.warn({ err: { message: err.message }, connection: name }, 'redis connection error'))
   }
-  const store = new RedisStore(redis, config.REPLCAST_KEY_PREFIX, {
+  const stores = createStores(redis, {
+    prefix: config.REPLCAST_KEY_PREFIX,
     eventMaxLen: config.EVENT_LOG_MAXLEN,
     eventTtlS: config.EVENT_LOG_TTL_S,
     eventBytesLimit: (tenant) => config.tenantLimits.for(tenant).max_event_bytes,
   })
   const metrics = createMetrics()
-  const feed = new EventFeed(store, blocking, log.child({ component: 'event-feed' }), metrics.redisReadRetries)
+  const feed = new EventFeed(stores, blocking, log.child({ component: 'event-feed' }), metrics.redisReadRetries)
   const driver = opts.driver ?? new DockerSandboxDriver(config.DOCKER_HOST, log.child({ component: 'docker' }), config.DOCKER_TIMEOUT_MS)
   // The agent's parts the sessions layer needs (answers to sandbox llm_query calls) come first;
   // the agent's turns, which run code through the sessions layer, come after it.
   const llmClient = config.OPENAI_BASE_URL ? new OpenAiLlmClient(config.OPENAI_BASE_URL, config.OPENAI_API_KEY, log.child({ component: 'openai' })) : null
   const models = allowedModels(config)
-  const budget = new LlmBudget(redis, redisKeys(config.REPLCAST_KEY_PREFIX), config.tenantLimits, log.child({ component: 'llm-budget' }), opts.now)
+  const budget = new LlmBudget(redis, stores.keys, config.tenantLimits, log.child({ component: 'llm-budget' }), opts.now)
   const subCalls = new SubCalls(llmClient, models, config.REPLCAST_MODEL, log.child({ component: 'llm-subcalls' }), budget)
-  const layer = createSessionLayer({ config, store, feed, driver, log: log.child({ component: 'sessions' }), metrics, llmRequests: subCalls })
+  const layer = createSessionLayer({ config, stores, feed, driver, log: log.child({ component: 'sessions' }), metrics, llmRequests: subCalls })
   const { sessions, executions } = layer
-  const cluster = createCluster({ config, redis, store, log: log.child({ component: 'cluster' }), sessions: layer })
-  const llm = new LlmService({ config, executions, store, log: log.child({ component: 'agent' }), llm: llmClient, subCalls, budget, allowedModels: models })
+  const cluster = createCluster({ config, stores, log: log.child({ component: 'cluster' }), sessions: layer })
+  const llm = new LlmService({ config, executions, stores, log: log.child({ component: 'agent' }), llm: llmClient, subCalls, budget, allowedModels: models })
   const streams = new SseStreams()
 
   const app: FastifyInstance = Fastify({
@@ -108,55 +103,13 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   })
   installProblemHandling(app)
   installRouteProblems(app)
-  await app.register(fastifySwagger, {
-    openapi: {
-      openapi: '3.1.0',
-      info: {
-        title: 'replcast',
-        version: API_VERSION,
-        description:
-          'Code execution for LLM agents: one locked-down, network-less Docker sandbox with a long-lived Python REPL per session; output streamed live as Server-Sent Events.',
-        license: { name: 'MIT', identifier: 'MIT' },
-      },
-      servers: [{ url: 'http://127.0.0.1:8080', description: 'Local default' }],
-      components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'An API key from REPLCAST_API_KEYS' } } },
-      tags: [
-        { name: 'sessions', description: 'Sessions: one sandbox and Python REPL each' },
-        { name: 'executions', description: 'Running code and reading its output' },
-        { name: 'files', description: "Files in a session's /workspace, streamed both ways" },
-        { name: 'messages', description: 'LLM turns: a model writes the code, the session runs it as it streams' },
-        { name: 'operations', description: 'Health, readiness, metrics' },
-        { name: 'playground', description: 'A page to try the API in a browser' },
-      ],
-    },
-    refResolver: { buildLocalReference: (json, _base, _fragment, i) => String((json as { $id?: string }).$id ?? `def-${i}`) },
-  })
-  installValidation(app, [
-    schemas.Runtime,
-    schemas.Limits,
-    schemas.CreateSessionBody,
-    schemas.Session,
-    schemas.SessionList,
-    schemas.ExecuteBody,
-    schemas.OneShotBody,
-    schemas.TemplateList,
-    schemas.FileEntry,
-    schemas.FileList,
-    schemas.DoneStatus,
-    schemas.ExecutionStatus,
-    schemas.EventType,
-    schemas.Event,
-    schemas.Execution,
-    schemas.Problem,
-    agentSchemas.MessageRequest,
-    agentSchemas.Message,
-    agentSchemas.MessageList,
-  ])
+  // The OpenAPI document's header and the component schemas the routes refer to (src/http/openapi-doc.ts).
+  await installOpenApi(app)
   // Events' data as eventJson makes it: an output's text escaped once for Redis and every client (src/event-json.ts).
   await app.register(fastifySSE, { heartbeatInterval: config.SSE_HEARTBEAT_MS, serializer: eventJson })
 
-  const rate = new RateLimiter(store, (err) => log.warn({ err }, 'could not add request counts to Redis; retrying'), opts.now)
-  const auth = authenticate(config, store, rate, (req) => cluster.isInternal(req.raw), opts.now)
+  const rate = new RateLimiter(stores.quotas, (err) => log.warn({ err }, 'could not add request counts to Redis; retrying'), opts.now)
+  const auth = authenticate(config, stores.leases, rate, (req) => cluster.isInternal(req.raw), opts.now)
   // Decided on the matched route, never on the raw URL (absolute-form or percent-encoded paths).
   app.addHook('onRequest', async (req) => {
     if (isAuthenticatedRoute(req.routeOptions.url)) await auth(req)
@@ -171,7 +124,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   })
 
   await app.register(sessionRoutes, { sessions, executions })
-  await app.register(executionRoutes, { executions, streams, secret: streamTokenSecret(store) })
+  await app.register(executionRoutes, { executions, streams, secret: streamTokenSecret(stores.leases) })
   await app.register(fileRoutes, { files: layer.files, maxDrainBytes: config.MAX_FILE_BYTES })
   await app.register(oneShotRoutes, { oneShots: layer.oneShots, executions, streams, templates: layer.templates })
   await app.register(messageRoutes, { executions, streams, llm })

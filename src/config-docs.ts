@@ -1,5 +1,5 @@
-// The README's configuration table, generated from the config schema (drift-tested).
-// `npm run docs` rewrites the table between the markers in README.md.
+// The configuration table of docs/configuration.md, generated from the config schema (drift-tested).
+// `npm run docs` rewrites the table between the markers in that page.
 import { readFileSync, writeFileSync } from 'node:fs'
 import { ConfigSchema } from './config.js'
 
@@ -14,14 +14,14 @@ export function configTable(): string {
   return ['| variable | default | meaning |', '|---|---|---|', ...rows].join('\n')
 }
 
-export function withConfigTable(readme: string): string {
-  const a = readme.indexOf(TABLE_START)
-  const b = readme.indexOf(TABLE_END)
-  if (a < 0 || b < a) throw new Error('README.md has no config-table markers')
-  return `${readme.slice(0, a + TABLE_START.length)}\n${configTable()}\n${readme.slice(b)}`
+export function withConfigTable(page: string): string {
+  const a = page.indexOf(TABLE_START)
+  const b = page.indexOf(TABLE_END)
+  if (a < 0 || b < a) throw new Error('the page has no config-table markers')
+  return `${page.slice(0, a + TABLE_START.length)}\n${configTable()}\n${page.slice(b)}`
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
-  const path = process.argv[2] ?? 'README.md'
+  const path = process.argv[2] ?? 'docs/configuration.md'
   writeFileSync(path, withConfigTable(readFileSync(path, 'utf8')))
 }

@@ -7,13 +7,12 @@ import { createHash } from 'node:crypto'
 import { hostname } from 'node:os'
 import { parseTenantLimits, TenantLimitsError, type TenantPolicy } from './tenants.js'
 import { parseTemplates, TemplatesError } from './templates.js'
-import { parseSentinels } from './store/redis-connect.js'
 
 const Int = (def: number, min: number, max: number, description: string) => Type.Integer({ default: def, minimum: min, maximum: max, description })
 const Num = (def: number, min: number, max: number, description: string) => Type.Number({ default: def, minimum: min, maximum: max, description })
 const Str = (def: string, description: string) => Type.String({ default: def, description })
 
-/** Variable name → schema. Defaults are the documented defaults (README's configuration table). */
+/** Variable name → schema. Defaults are the documented defaults (docs/configuration.md). */
 export const ConfigSchema = Type.Object({
   HOST: Str('127.0.0.1', 'Address the API listens on'),
   PORT: Int(8080, 0, 65535, 'Port the API listens on'),
@@ -141,6 +140,8 @@ export type Config = Readonly<Static<typeof ConfigSchema>> & {
   readonly tenantLimits: TenantPolicy
   /** Template name → image ("default" is SANDBOX_IMAGE). */
   readonly templates: ReadonlyMap<string, string>
+  /** REDIS_SENTINELS parsed (empty: REDIS_URL is the master); src/store/redis-connect.ts connects through them. */
+  readonly redisSentinels: ReadonlyArray<{ host: string; port: number }>
 }
 
 export class ConfigError extends Error {}
@@ -163,8 +164,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     throw new ConfigError(`invalid ${name}=${JSON.stringify(env[name] ?? '')}: ${firstError.message}`)
   }
   if (parsed.MAX_MEMORY_MB < parsed.SANDBOX_MEMORY_MB) throw new ConfigError('MAX_MEMORY_MB must be >= SANDBOX_MEMORY_MB')
+  let redisSentinels: Array<{ host: string; port: number }>
   try {
-    parseSentinels(parsed.REDIS_SENTINELS)
+    redisSentinels = parseSentinels(parsed.REDIS_SENTINELS)
   } catch (err) {
     throw new ConfigError(`invalid REDIS_SENTINELS: ${(err as Error).message}`)
   }
@@ -190,7 +192,21 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     if (err instanceof TemplatesError) throw new ConfigError(err.message)
     throw err
   }
-  return Object.freeze({ ...parsed, apiKeys, instanceId, tenantLimits, templates })
+  return Object.freeze({ ...parsed, apiKeys, instanceId, tenantLimits, templates, redisSentinels: Object.freeze(redisSentinels) })
+}
+
+/** `host:port,host:port` → ioredis's sentinel list (a missing port is Sentinel's 26379); throws on a malformed entry. */
+export function parseSentinels(list: string): Array<{ host: string; port: number }> {
+  return list
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)
+    .map((s) => {
+      // host, host:port, [v6 address]:port
+      const m = /^(?:\[([^\]]+)\]|([^:[\]]+))(?::(\d{1,5}))?$/.exec(s)
+      if (!m) throw new Error(`invalid sentinel address ${JSON.stringify(s)} (expected host:port)`)
+      return { host: (m[1] ?? m[2])!, port: m[3] ? Number(m[3]) : 26379 }
+    })
 }
 
 /** sha256(key) → tenant. Only hashes are kept; keys never appear in errors or logs. */

@@ -200,7 +200,7 @@ export const Event = Type.Object(
       }),
     ),
   },
-  { $id: 'Event', description: "One event; fields present depend on type (see the README's event table)" },
+  { $id: 'Event', description: 'One event; fields present depend on type (see the event table in docs/api.md)' },
 )
 
 export const Execution = Type.Object(

@@ -6,8 +6,8 @@ import { randomBytes } from 'node:crypto'
 import { Redis } from 'ioredis'
 import { pino } from 'pino'
 import { EventFeed } from '../src/store/event-feed.js'
-import { RedisStore, type LoggedEvent } from '../src/store/redis-store.js'
-import type { ExecutionRecord } from '../src/store/records.js'
+import type { ExecutionRecord, LoggedEvent } from '../src/store/records.js'
+import { createStores } from '../src/store/stores.js'
 import { startPrivateRedis } from './helpers/private-redis.js'
 import { waitFor } from './helpers/wait.js'
 
@@ -17,14 +17,14 @@ async function setup(tt: Test) {
   const prefix = `replcast-test-feed-${randomBytes(4).toString('hex')}:`
   const redis = new Redis(redisUrl)
   const blocking = new Redis(redisUrl)
-  const store = new RedisStore(redis, prefix, { eventMaxLen: 100_000, eventTtlS: 60 })
+  const stores = createStores(redis, { prefix, eventMaxLen: 100_000, eventTtlS: 60 })
   let reads = 0
-  const readEventPage = store.readEventPage.bind(store)
-  store.readEventPage = (...args) => {
+  const readEventPage = stores.logs.readEventPage.bind(stores.logs)
+  stores.logs.readEventPage = (...args) => {
     reads++
     return readEventPage(...args)
   }
-  const feed = new EventFeed(store, blocking, pino({ level: 'silent' }))
+  const feed = new EventFeed(stores, blocking, pino({ level: 'silent' }))
   feed.start()
   tt.teardown(async () => {
     await feed.stop()
@@ -35,11 +35,11 @@ async function setup(tt: Test) {
   })
   /** Appends like the execution runner does: stored, then handed to this instance's readers. */
   const append = async (eid: string, event: { type: string; [k: string]: unknown }) => {
-    const added = await store.appendLive('ses_feed', eid, event, 'tenant-a')
+    const added = await stores.logs.appendLive('ses_feed', eid, event, 'tenant-a')
     feed.deliver('ses_feed', eid, added)
   }
-  const logged = async (eid: string) => (await redis.xrange(store.keys.events('ses_feed', eid), '-', '+')).map(([id]) => id)
-  return { store, feed, append, logged, reads: () => reads }
+  const logged = async (eid: string) => (await redis.xrange(stores.keys.events('ses_feed', eid), '-', '+')).map(([id]) => id)
+  return { logs: stores.logs, feed, append, logged, reads: () => reads }
 }
 
 function collect(feed: EventFeed, eid: string, opts: { after?: string; slow?: () => Promise<void> } = {}) {
@@ -79,12 +79,12 @@ t.test('a local reader gets appended events without reading Redis for each', asy
 })
 
 t.test('an event that reached the log without being handed over is read from Redis, in its place', async (tt) => {
-  const { store, feed, append, logged } = await setup(tt)
+  const { logs, feed, append, logged } = await setup(tt)
   await append('exe_2', { type: 'status', state: 'running' })
   const r = collect(feed, 'exe_2')
   await append('exe_2', { type: 'stdout', text: 'a' })
   // Appended by someone else (another instance): this reader is not told.
-  await store.appendEvent('ses_feed', 'exe_2', { type: 'stdout', text: 'b' }, 'tenant-a')
+  await logs.appendEvent('ses_feed', 'exe_2', { type: 'stdout', text: 'b' }, 'tenant-a')
   await append('exe_2', { type: 'stdout', text: 'c' })
   await append('exe_2', { type: 'done', status: 'ok' })
   tt.equal(await r.done, true)
@@ -126,22 +126,22 @@ t.test('a reader that resumes after an id, and a reader too slow to keep up, eac
 })
 
 t.test('a reader from the start given the first entries as appended reads nothing from Redis', async (tt) => {
-  const { store, feed, logged, reads } = await setup(tt)
-  const first = await store.appendLive('ses_feed', 'exe_4', { type: 'status', state: 'running' }, 'tenant-a')
+  const { logs, feed, logged, reads } = await setup(tt)
+  const first = await logs.appendLive('ses_feed', 'exe_4', { type: 'status', state: 'running' }, 'tenant-a')
   const seen: string[] = []
   const done = feed.follow('ses_feed', 'exe_4', '', (e) => void seen.push(e.id), new AbortController().signal, true, first!)
   for (const e of [
     { type: 'stdout', text: 'x' },
     { type: 'done', status: 'ok' },
   ])
-    feed.deliver('ses_feed', 'exe_4', await store.appendLive('ses_feed', 'exe_4', e, 'tenant-a'))
+    feed.deliver('ses_feed', 'exe_4', await logs.appendLive('ses_feed', 'exe_4', e, 'tenant-a'))
   tt.equal(await done, true)
   tt.same(seen, await logged('exe_4'))
   tt.equal(reads(), 0, 'no page read')
 })
 
 t.test('a reader woken by the events it waits for leaves no timer behind', async (tt) => {
-  const { store, feed } = await setup(tt)
+  const { logs, feed } = await setup(tt)
   // The reader's long timers (its wake-up of last resort), seen through the global timer functions.
   const made: NodeJS.Timeout[] = []
   const pending = new Set<NodeJS.Timeout>()
@@ -159,7 +159,7 @@ t.test('a reader woken by the events it waits for leaves no timer behind', async
     realClear(timer)
   }) as typeof clearTimeout
   tt.teardown(() => Object.assign(globalThis, { setTimeout: realSet, clearTimeout: realClear }))
-  const first = await store.appendLive('ses_feed', 'exe_5', { type: 'status', state: 'running' }, 'tenant-a')
+  const first = await logs.appendLive('ses_feed', 'exe_5', { type: 'status', state: 'running' }, 'tenant-a')
   const done = feed.follow('ses_feed', 'exe_5', '', () => undefined, new AbortController().signal, true, first!)
   for (const e of [
     { type: 'stdout', text: 'x' },
@@ -167,7 +167,7 @@ t.test('a reader woken by the events it waits for leaves no timer behind', async
   ]) {
     // The reader has taken what it had and waits (a turn of the event loop later).
     await new Promise((r) => setImmediate(r))
-    feed.deliver('ses_feed', 'exe_5', await store.appendLive('ses_feed', 'exe_5', e, 'tenant-a'))
+    feed.deliver('ses_feed', 'exe_5', await logs.appendLive('ses_feed', 'exe_5', e, 'tenant-a'))
   }
   tt.equal(await done, true)
   tt.equal(made.length, 2, 'it waited twice, each time with a timer of last resort')
@@ -182,17 +182,17 @@ t.test('after a Redis restart, a new reader of a log another instance appends is
   const blocking = new Redis(redis.url)
   for (const c of [conn, blocking]) c.on('error', () => undefined)
   tt.teardown(() => conn.disconnect())
-  const store = new RedisStore(conn, 'replcast-test-feed:', { eventMaxLen: 1000, eventTtlS: 60 })
+  const stores = createStores(conn, { prefix: 'replcast-test-feed:', eventMaxLen: 1000, eventTtlS: 60 })
   // Both executions run (their records are not what this test is about).
-  store.getExecution = async () => ({ status: 'running' }) as ExecutionRecord
+  stores.executions.getExecution = async () => ({ status: 'running' }) as ExecutionRecord
   const firstReads = new Map<string, () => void>()
-  const readEventPage = store.readEventPage.bind(store)
-  store.readEventPage = async (sid, eid, after, count) => {
+  const readEventPage = stores.logs.readEventPage.bind(stores.logs)
+  stores.logs.readEventPage = async (sid, eid, after, count) => {
     const page = await readEventPage(sid, eid, after, count)
     firstReads.get(eid)?.()
     return page
   }
-  const feed = new EventFeed(store, blocking, pino({ level: 'silent' }))
+  const feed = new EventFeed(stores, blocking, pino({ level: 'silent' }))
   feed.start()
   let stopped = false
   tt.teardown(() => (stopped ? undefined : feed.stop()))
@@ -215,13 +215,13 @@ t.test('after a Redis restart, a new reader of a log another instance appends is
   tt.ok(await waitFor(blocked), 'the feed waits on Redis for the log')
   await redis.stop()
   await redis.start()
-  await store.appendLive('ses_feed', 'exe_a', { type: 'stdout', text: 'a' }, 'tenant-a')
+  await stores.logs.appendLive('ses_feed', 'exe_a', { type: 'stdout', text: 'a' }, 'tenant-a')
   tt.ok(await waitFor(() => a.seen.includes('stdout')), 'the reader from before the restart gets what is appended after it')
   tt.ok(await waitFor(blocked), 'the feed waits on Redis again')
   const b = remoteReader('exe_b')
   await b.read
   const appended = performance.now()
-  await store.appendLive('ses_feed', 'exe_b', { type: 'done', status: 'ok' }, 'tenant-a')
+  await stores.logs.appendLive('ses_feed', 'exe_b', { type: 'done', status: 'ok' }, 'tenant-a')
   tt.equal(await b.done, true, 'a reader that joined after the restart gets its done')
   // Before: the feed's wake-up went to the connection from before the restart, and the new key
   // waited for the running blocking read to end (5 s).

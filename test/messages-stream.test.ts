@@ -17,7 +17,7 @@ t.test('stream mode', async (t) => {
     let modelFinished = false
     llm.script(async (_req, res) => {
       res.token('print("first")\n')
-      res.token('x = ') // the start of the next statement tells the REPL the first is complete
+      res.token('x = ') // a statement begun, its rest held until the client has seen the first output
       await rest.promise // held until the client has seen the first output
       for (const tok of tokens('41 + 1\nprint("second", x)\n')) res.token(tok)
       res.end()
@@ -63,6 +63,41 @@ t.test('stream mode', async (t) => {
     t.match(req.messages[0]!.content, /print\(\)/)
     t.match(req.messages[0]!.content, /time\.sleep/)
     t.equal(req.messages.at(-1)!.content, 'say first, then second')
+  })
+
+  t.test('a statement runs at its newline: the model pausing after it does not hold its output back', async (t) => {
+    const rest = gate()
+    let valveOpened = false
+    llm.script(async (_req, res) => {
+      res.token("print('one')\n")
+      await rest.promise // the model pauses here until the client has `one`
+      res.token("print('two')\n")
+      res.end()
+    })
+    // A safety valve so a broken implementation fails instead of hanging.
+    const valve = setTimeout(() => {
+      valveOpened = true
+      rest.open()
+    }, 20_000)
+    const r = await postMessage(
+      h.url,
+      sid,
+      { content: 'say one, then two' },
+      {
+        until: (e) => {
+          if (e.event === 'stdout' && e.data.text.includes('one')) rest.open()
+          return e.event === 'done'
+        },
+      },
+    )
+    clearTimeout(valve)
+    t.notOk(valveOpened, '`one` reached the client while the model held its stream')
+    t.equal(stdoutOf(r.events), 'one\ntwo\n')
+    t.equal(codeOf(r.events), "print('one')\nprint('two')\n")
+    const one = r.events.findIndex((e) => e.event === 'stdout' && e.data.text.includes('one'))
+    const two = r.events.findIndex((e) => e.event === 'code' && e.data.delta.includes('two'))
+    t.ok(one > 0 && two > one, 'the second line was streamed after the output of the first')
+    t.equal(r.events.at(-1)!.data.status, 'ok')
   })
 
   t.test('sleep between prints reaches the client as a gap', async (t) => {

@@ -12,7 +12,8 @@ import { startPrivateRedis } from './helpers/private-redis.js'
 import { touch } from './helpers/sandbox-signal.js'
 import { waitFor } from './helpers/wait.js'
 import { redisKeys } from '../src/store/keys.js'
-import { appendedAhead, RedisStore } from '../src/store/redis-store.js'
+import { appendedAhead } from '../src/store/event-bytes.js'
+import { createStores } from '../src/store/stores.js'
 
 t.test("Redis gives an execution's end the ids predicted from where its log ended, once, whatever the tenant's budget", async (t) => {
   const prefix = `replcast-test-ahead-${randomBytes(4).toString('hex')}:`
@@ -23,18 +24,18 @@ t.test("Redis gives an execution's end the ids predicted from where its log ende
     redis.disconnect()
   })
   // Room for a status and a line of output, not for the 300 bytes that come with the done.
-  const store = new RedisStore(redis, prefix, { eventMaxLen: 1000, eventTtlS: 60, eventBytesLimit: () => 400 })
+  const { executions, logs } = createStores(redis, { prefix, eventMaxLen: 1000, eventTtlS: 60, eventBytesLimit: () => 400 })
   const before = [{ type: 'stdout', text: 'x'.repeat(300) }]
   const done = { type: 'done', status: 'ok' }
 
-  const status = await store.appendLive('s1', 'e1', { type: 'status', state: 'running' }, 'alpha')
+  const status = await logs.appendLive('s1', 'e1', { type: 'status', state: 'running' }, 'alpha')
   const [ms, seq] = status!.events[0]!.id.split('-')
-  const out = await store.appendLiveMany('s1', 'e1', [{ type: 'stdout', text: 'a\n' }], 'alpha')
+  const out = await logs.appendLiveMany('s1', 'e1', [{ type: 'stdout', text: 'a\n' }], 'alpha')
   t.equal(out!.events[0]!.id, `${ms}-${Number(seq) + 1}`, "an entry after the log's first takes the id after the last one's")
 
   const ahead = appendedAhead(out!.events[0]!.id, before, done)!
   const expected = ahead.events.at(-1)!.id
-  const added = await store.recordEnd('s1', 'e1', 'alpha', done, { status: 'ok' }, null, before, expected)
+  const added = await executions.recordEnd('s1', 'e1', 'alpha', done, { status: 'ok' }, null, before, expected)
   t.same(
     added!.events.map((e) => e.id),
     ahead.events.map((e) => e.id),
@@ -46,19 +47,19 @@ t.test("Redis gives an execution's end the ids predicted from where its log ende
     "the output that came with the end is kept past the tenant's budget",
   )
   t.equal(
-    await store.recordEnd('s1', 'e1', 'alpha', done, { status: 'ok' }, null, before, expected),
+    await executions.recordEnd('s1', 'e1', 'alpha', done, { status: 'ok' }, null, before, expected),
     null,
     'the same end again (a retry after a lost reply) adds nothing',
   )
   t.same(
-    (await store.readEvents('s1', 'e1', '')).map((e) => e.type),
+    (await logs.readEvents('s1', 'e1', '')).map((e) => e.type),
     ['status', 'stdout', 'stdout', 'done'],
     'the log has one done',
   )
 
   // Without an expected id the same end is held to the budget, as any output is.
-  await store.appendLive('s2', 'e2', { type: 'status', state: 'running' }, 'beta')
-  const plain = await store.recordEnd('s2', 'e2', 'beta', done, { status: 'ok' }, null, before)
+  await logs.appendLive('s2', 'e2', { type: 'status', state: 'running' }, 'beta')
+  const plain = await executions.recordEnd('s2', 'e2', 'beta', done, { status: 'ok' }, null, before)
   t.same(
     plain!.events.map((e) => e.type),
     ['limit', 'done'],

@@ -1,4 +1,4 @@
-// The warm pool (src/sessions/pool.ts): ready sandboxes for the default template, runtime and limits,
+// The warm pool (src/sessions/supply/pool.ts): ready sandboxes for the default template, runtime and limits,
 // taken by matching sessions and refilled in the background; each handed out once and never when
 // dead; removed on shutdown and by the orphan sweep; made at a bounded pace when they cannot be made.
 import t, { type Test } from 'tap'
@@ -17,6 +17,7 @@ const POOL = { SANDBOX_POOL_SIZE: '2' }
 const poolContainers = async (deployment: string) => (await containersOf(deployment)).filter((c) => c.Labels['replcast.pool'] === 'true')
 const containerOf = async (h: Harness, sid: string) => (await h.redis.hget(`${h.prefix}{${sid}}:session`, 'container_id')) ?? ''
 const bindingOf = async (h: Harness, cid: string) => h.redis.hget(`${h.prefix}pool-bindings`, cid)
+const nameOf = async (cid: string) => (await docker.getContainer(cid).inspect()).Name.replace(/^\//, '')
 const ready = (h: Harness) => metricValue(h.url, 'replcast_pool_sandboxes', { state: 'ready' })
 const takes = (h: Harness, result: string) => metricValue(h.url, 'replcast_pool_takes_total', { result })
 const poolFull = (h: Harness, n = 2) => waitFor(async () => (await ready(h)) === n, 60000, 50)
@@ -35,6 +36,7 @@ t.test('a matching session takes a pooled sandbox, carrying no tenant until then
     t.equal(c.State, 'running')
     t.notOk(c.Labels['replcast.session'], 'no session label on a pooled sandbox')
     t.notOk(c.Labels['replcast.tenant'], 'no tenant label on a pooled sandbox')
+    t.match(c.Names[0], /^\/replcast-pool-/, 'named as a pooled sandbox while it waits')
     t.ok(Number(c.Labels['replcast.memory']) > 0, 'its memory counts on the host like any sandbox')
   }
 
@@ -45,6 +47,8 @@ t.test('a matching session takes a pooled sandbox, carrying no tenant until then
     'the session runs in a pooled sandbox',
   )
   t.equal(await bindingOf(h, cid), sid, 'Redis records the session that took it')
+  // Renamed after the reply (with the refill): a Docker call the create does not wait for.
+  t.ok(await waitFor(async () => (await nameOf(cid)) === `replcast-${sid}`), 'once taken, it is named after its session, as a cold sandbox is')
   t.equal(await takes(h, 'hit'), 1)
   await runsCode(t, h, sid)
 
@@ -81,6 +85,7 @@ t.test('a request that does not match the pool is created cold and leaves the po
     const sid = await createSession(h.url, body)
     const c = (await containersOf(h.deployment)).find((x) => x.Id !== '' && x.Labels['replcast.session'] === sid)
     t.ok(c, `${JSON.stringify(body)}: a cold sandbox labelled with its session`)
+    t.equal(c?.Names[0], `/replcast-${sid}`, 'and named after it')
     t.notOk(waiting.has(c?.Id ?? ''))
   }
   t.equal(await ready(h), 2, 'the pool is untouched')
@@ -123,6 +128,7 @@ t.test('shutdown removes the pool; a taken sandbox stays with its session and is
     [cid],
     'only the sandbox serving a session is left',
   )
+  t.equal(await nameOf(cid), `replcast-${sid}`, 'named after its session (by shutdown at the latest)')
   await h.start()
   await runsCode(t, h, sid)
   t.ok(

@@ -6,7 +6,7 @@ import { containersOf, startApp } from './helpers/app.js'
 import { api, createSession } from './helpers/client.js'
 import { startDockerProxy } from './helpers/docker-proxy.js'
 import { waitFor } from './helpers/wait.js'
-import { RedisStore } from '../src/store/redis-store.js'
+import { createStores } from '../src/store/stores.js'
 import { redisKeys } from '../src/store/keys.js'
 
 const FAST = { REAPER_INTERVAL_MS: '100', DOCKER_TIMEOUT_MS: '500' }
@@ -20,8 +20,8 @@ t.test('a session claimed by an instance that died before handling it is still r
   const deadline = Number(await h.redis.zscore(redisKeys(h.prefix).deadlines(), sid))
   t.ok(deadline > Date.now(), 'not yet due')
   // Another instance claims the session as due (its clock a little ahead) and dies at once.
-  const other = new RedisStore(h.redis, h.prefix, { eventMaxLen: 100, eventTtlS: 60 })
-  t.same(await other.claimDue(deadline, 2000), [sid], 'the other instance claimed it')
+  const other = createStores(h.redis, { prefix: h.prefix, eventMaxLen: 100, eventTtlS: 60 })
+  t.same(await other.sessions.claimDue(deadline, 2000), [sid], 'the other instance claimed it')
   t.ok(await waitFor(() => gone(h.url, sid), 20000), 'the session was reaped all the same')
   t.notOk(await containerOf(h.deployment, sid), 'and its container removed')
 })

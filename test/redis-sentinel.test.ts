@@ -59,7 +59,7 @@ t.test('the app follows a Redis failover through Sentinel', async (t) => {
     }, 20000),
     'the running execution printed before the failover',
   )
-  // Replicated before the kill: what the README promises is kept is on the replica.
+  // Replicated before the kill: what docs/reliability.md promises is kept is on the replica.
   t.ok((await primary.wait(1, 5000)) >= 1, 'the replica has every write')
   primary.disconnect()
   const killedAt = Date.now()

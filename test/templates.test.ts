@@ -1,6 +1,6 @@
 // Sandbox templates: SANDBOX_TEMPLATES names the images a session or one-shot may start from,
 // GET /v1/templates lists them, an unknown name is a 400 and an image without the REPL a clear 502;
-// a template built FROM the sandbox image (as the README shows) runs sessions and one-shots.
+// a template built FROM the sandbox image (as docs/api.md shows) runs sessions and one-shots.
 import t from 'tap'
 import { loadConfig } from '../src/config.js'
 import { containersOf, startApp, testEnv } from './helpers/app.js'
@@ -15,7 +15,7 @@ t.test('SANDBOX_TEMPLATES is validated at start, naming the variable', async (t)
   t.same(
     [...loadConfig(testEnv({ SANDBOX_TEMPLATES: ' a=img:1 , b.2=reg/x:y ' })).templates],
     [
-      ['default', 'replcast-sandbox:latest'],
+      ['default', process.env.SANDBOX_IMAGE || 'replcast-sandbox:latest'],
       ['a', 'img:1'],
       ['b.2', 'reg/x:y'],
     ],
@@ -24,7 +24,7 @@ t.test('SANDBOX_TEMPLATES is validated at start, naming the variable', async (t)
 
 t.test('templates: listed, unknown, without the REPL, and one built FROM the sandbox image', async (t) => {
   const base = loadConfig(testEnv()).SANDBOX_IMAGE
-  // A template the way the README builds one: FROM the sandbox image, plus what the code needs.
+  // A template the way docs/api.md builds one: FROM the sandbox image, plus what the code needs.
   const extra = await buildImage(t, 'template', `FROM ${base}\nCOPY greet.py /opt/replcast/greet.py\n`, {
     'greet.py': 'def hello(name):\n    return f"hello, {name}, from a template"\n',
   })

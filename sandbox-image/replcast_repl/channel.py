@@ -17,7 +17,7 @@ PROTOCOL_VERSION = 1
 URGENT_TYPES = frozenset(("done", "reply", "ready", "llm_request", "protocol_error"))
 WRITE_NOW_BYTES = 64 * 1024       # held frames this big are written at once
 HIGH_WATER_BYTES = 4 * 1024 * 1024  # output senders wait for the host beyond this (backpressure)
-MAX_LINE_BYTES = 64 * 1024 * 1024   # longest host line read (file_put chunks, set_var values)
+MAX_LINE_BYTES = 64 * 1024 * 1024   # longest host line read (code, set_var values)
 _IOV_MAX = 1024                      # buffers one writev takes (Linux IOV_MAX)
 
 

@@ -16,7 +16,7 @@ from .jobs import ExecContext, StreamJob
 from .no_stdin import repair_stdin
 from .outputs import OutputFrames
 from .channel import log
-from .source import StatementSplitter, dedent_cell, ends_with_semicolon
+from .source import StatementSplitter, dedent_cell, ends_with_semicolon, has_code
 
 _ONLY_AST = 0x400              # ast.PyCF_ONLY_AST
 _COMPILE_FLAGS = 0x2000        # ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
@@ -156,8 +156,11 @@ class Executor(OutputFrames):
 
     # -- cells -------------------------------------------------------------------
 
-    def _run_cell(self, ctx, code, display_last, filename, first_lineno=1, cache_text=None):
-        """Runs one cell (or one streamed piece). Returns ok|error|interrupted."""
+    def _run_cell(self, ctx, code, display_last, filename, first_lineno=1, cache_text=None, show=None):
+        """Runs one cell (or one streamed piece). Returns ok|error|interrupted.
+
+        `show(value)` takes the last expression's value instead of it being shown (a streamed
+        piece: the stream's end decides whether that was the last expression)."""
         import _ast  # the AST node types cost memory: created by the first execution
         register_cell(filename, cache_text or code)
         try:
@@ -184,7 +187,9 @@ class Executor(OutputFrames):
                 self._run_code(body)
             if expr is not None:
                 value = self._run_code(expr)
-                if value is not None:
+                if show is not None:
+                    show(value)
+                elif value is not None:
                     self._show_result(ctx, value)
         except BaseException as exc:
             return self._report(ctx, exc)
@@ -231,6 +236,14 @@ class Executor(OutputFrames):
     def _run_stream(self, ctx, job):
         splitter = StatementSplitter()
         filename = "<cell-%d>" % ctx.count
+        # A piece runs as its statement completes, before the stream's end says whether its last
+        # expression is the cell's last: its value waits here, shown if nothing but blank lines,
+        # comments and fences follow it.
+        last_value = [None]
+
+        def keep(value):
+            last_value[0] = value
+
         while True:
             with self._state_lock:
                 if self.gate.take_request():
@@ -257,9 +270,17 @@ class Executor(OutputFrames):
                     if piece is None:
                         break
                     source, first = piece
-                    status = self._run_cell(ctx, source, False, filename, first, splitter.text)
+                    last_value[0] = None
+                    status = self._run_cell(ctx, source, job.display_last, filename, first, splitter.text, keep)
                     if status != "ok":
                         return status
             else:  # end
                 source, first = splitter.finish()
-                return self._run_cell(ctx, source, job.display_last, filename, first, splitter.text)
+                if has_code(source):
+                    return self._run_cell(ctx, source, job.display_last, filename, first, splitter.text)
+                if last_value[0] is not None:
+                    try:
+                        self._show_result(ctx, last_value[0])
+                    except BaseException as exc:
+                        return self._report(ctx, exc)
+                return "ok"

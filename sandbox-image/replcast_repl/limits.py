@@ -32,12 +32,11 @@ class Limits:
         for key, fallback in FALLBACKS.items():
             setattr(self, key, _read(environ, "REPLCAST_" + key.upper(), fallback))
         frame = self.max_frame_bytes
-        # Shares of one frame line (10, 4, 8 and 15 MiB of 16): base64 grows an
-        # image or a file chunk by 4/3, and the rest leaves room for the other
-        # fields and mimes of the frame.
+        # Shares of one frame line (10, 4 and 15 MiB of 16): base64 grows an
+        # image by 4/3, and the rest leaves room for the other fields and mimes
+        # of the frame.
         self.image_bytes_ceiling = frame * 5 // 8     # one image, raw, whatever max_image_bytes says
         self.text_mime_bytes = frame // 4             # one text entry of a result or display bundle
-        self.file_chunk_bytes = frame // 2            # one file_get reply, raw
         self.llm_request_bytes = frame * 15 // 16     # the prompts of one llm_request, JSON-encoded
 
     def as_dict(self):

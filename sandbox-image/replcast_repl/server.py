@@ -1,10 +1,10 @@
 """Wires the REPL together and dispatches host frames.
 
 Threads: main (executions, so signals reach user code), stdin reader
-(dispatch; never blocks on user code), capture (the pipes, and the channel's
-flusher), and the control worker (set_var and the file frames, in arrival
+(dispatch, and the answer to `ping`; never blocks on user code), capture (the
+pipes, and the channel's flusher), and the control worker (set_var, in arrival
 order), started by the first such frame. An idle session costs little memory:
-what only some executions need (files, bash, asyncio, ...) is imported then.
+what only some executions need (bash, asyncio, ...) is imported then.
 """
 
 import _thread
@@ -24,7 +24,7 @@ from .no_stdin import repair_stdin
 from .channel import Channel, log
 from .protocol import ReplyError, parse_frame
 
-CONTROL_TYPES = frozenset(("set_var", "file_put", "file_get", "file_list"))
+CONTROL_TYPES = frozenset(("set_var",))
 
 
 class Server:
@@ -192,17 +192,14 @@ class Server:
         self.reply(frame)
         self.executor.interrupt()
 
+    def _on_ping(self, frame):
+        # Answered by this thread at once: the host's liveness probe of an idle sandbox (the pool's).
+        self.reply(frame)
+
     # -- control worker ------------------------------------------------------------
 
     def _control_loop(self):
-        from .files import Workspace
-        workspace = Workspace(self.workspace_root, self.limits.file_chunk_bytes)
-        handlers = {
-            "set_var": self._set_var,
-            "file_put": workspace.put,
-            "file_get": workspace.get,
-            "file_list": workspace.list,
-        }
+        handlers = {"set_var": self._set_var}
         while True:
             frame = self.control.get()
             try:

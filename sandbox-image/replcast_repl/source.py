@@ -7,6 +7,11 @@ whose `;` needs a tokenizer to tell.
 """
 
 CONTINUATION_WORDS = frozenset(("else", "elif", "except", "finally"))
+# The first words of compound statements: what a later line may still continue (a decorator too).
+COMPOUND_WORDS = frozenset(("if", "for", "while", "try", "with", "def", "class", "async"))
+# Compound statements by AST node: `match` is only a soft keyword, so its word alone says nothing.
+_COMPOUND_NODES = frozenset(("If", "For", "AsyncFor", "While", "Try", "TryStar", "With", "AsyncWith",
+                             "FunctionDef", "AsyncFunctionDef", "ClassDef", "Match"))
 _PATTERNS = None  # (fence, word) regular expressions, compiled on first use
 
 
@@ -43,6 +48,25 @@ def classify(source):
         except ValueError:
             return "invalid"
     return "invalid"
+
+
+def ends_simple(source):
+    """True if the source parses and its last top-level statement is a simple one (no block
+    that a later line could continue)."""
+    import ast
+    import warnings
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            body = ast.parse(source).body
+    except (SyntaxError, ValueError):
+        return False
+    return bool(body) and type(body[-1]).__name__ not in _COMPOUND_NODES
+
+
+def has_code(source):
+    """True if any line of the source is more than blank space or a comment."""
+    return any(map(_is_code, source.split("\n")))
 
 
 def _code_indent(line):
@@ -114,8 +138,11 @@ def _starts_statement(line, complete_line):
 class StatementSplitter:
     """Cuts streamed code into top-level statements as soon as they are complete.
 
-    A statement is complete when a later line starts at column 0, is not a
-    continuation (else/elif/except/finally), and the text before it parses.
+    A simple statement is complete at the end of its line when the text up to
+    there parses (no open bracket, backslash or triple-quoted string): nothing
+    can continue it. A compound statement (or a decorated one) is complete when
+    a later line starts at column 0, is not a continuation
+    (else/elif/except/finally), and the text before it parses.
     Markdown fence lines are dropped. Line numbers refer to the fence-free text.
     As in dedent_cell, the indentation of the first line of code (known once
     that line is complete) is removed from it and from every later line that
@@ -126,6 +153,7 @@ class StatementSplitter:
         self._lines = []      # complete, not yet handed out
         self._partial = ""    # the incomplete last line
         self._indent = None   # indentation of the first line of code (None: none yet)
+        self._unchecked = False  # lines arrived (or were left by a cut) that ends_simple has not seen
         self.text = ""        # all fence-free, dedented text seen (for tracebacks)
         self.next_lineno = 1  # line number of the first pending line
 
@@ -143,6 +171,7 @@ class StatementSplitter:
             self._indent = _code_indent(line)
         line = self._dedent(line)
         self._lines.append(line)
+        self._unchecked = True
         self.text += line
 
     def _dedent(self, line):
@@ -157,6 +186,8 @@ class StatementSplitter:
         so that running it reports the SyntaxError without waiting for the end.
         """
         lines = self._lines
+        if self._ends_simple():
+            return self._cut(len(lines))
         candidates = []
         seen_code = False
         for i, line in enumerate(lines):
@@ -176,11 +207,27 @@ class StatementSplitter:
             return self._cut(invalid_at)
         return None
 
+    def _ends_simple(self):
+        """Whether the pending lines end with a complete simple statement (parsed once per new line)."""
+        if not self._unchecked:
+            return False
+        self._unchecked = False
+        first = next((line for line in self._lines if _is_code(line)), None)
+        if first is None or first[0] in " \t":
+            return False  # an indented first line is an error the column-0 rule reports
+        word = _patterns()[1].match(first)
+        if first[0] == "@" or (word is not None and word.group(0) in COMPOUND_WORDS):
+            return False  # a compound statement first: cut at the next column-0 line, then see again
+        if self._lines[-1].rstrip().endswith(("(", "[", "{", "\\")):
+            return False  # a bracket opened or a line continued: not parsed line by line
+        return ends_simple("".join(self._lines))
+
     def _cut(self, i):
         source = "".join(self._lines[:i])
         first = self.next_lineno
         del self._lines[:i]
         self.next_lineno += i
+        self._unchecked = bool(self._lines)
         return source, first
 
     def finish(self):

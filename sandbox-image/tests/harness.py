@@ -9,7 +9,6 @@ the flags in REPLCAST_TEST_DOCKER_FLAGS (a JSON list), which
 test/sandbox-image.test.ts derives from the API's containerConfig().
 """
 
-import base64
 import io
 import itertools
 import json
@@ -281,10 +280,6 @@ def done_of(frames):
     dones = only(frames, "done")
     assert len(dones) == 1, "expected exactly one done, got %r" % dones
     return dones[0]
-
-
-def b64(data):
-    return base64.b64encode(data).decode("ascii")
 
 
 def have_module(name):

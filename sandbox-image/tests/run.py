@@ -16,7 +16,7 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SUITES = {
-    "pipe": ["test_semantics", "test_output", "test_channel", "test_interrupt_streams", "test_helpers_files", "test_bash",
+    "pipe": ["test_semantics", "test_output", "test_channel", "test_interrupt_streams", "test_helpers", "test_bash",
              "test_fileio"],
     "docker": ["test_docker"],
 }

@@ -99,11 +99,6 @@ class DockerBaselineTests(ReplTestCase):
         self.assertEqual(len(display), 1)
         self.assertEqual(self.eval_text("sympy.sqrt(8)"), "2*sqrt(2)")
 
-    def test_files_in_the_tmpfs_workspace(self):
-        self.assertEqual(self.repl.request("file_put", path="in/a.txt", data="aGk=", offset=0)["size"], 2)
-        self.assertEqual(self.eval_text("open('/workspace/in/a.txt').read()"), "'hi'")
-        self.assertEqual(self.repl.request("file_get", path="in/a.txt")["data"], "aGk=")
-
     def test_workspace_fill_is_reported(self):
         frames = self.execute(dedent("""
             import os

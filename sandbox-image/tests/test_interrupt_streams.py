@@ -84,12 +84,12 @@ class InterruptTests(ReplTestCase):
 class StdinGarbageTests(ReplTestCase):
     def test_garbage_lines_are_reported_and_ignored(self):
         garbage = [b"\xff\xfe\x00 binary junk\n", b"[1, 2, 3]\n", b'{"no_type": 1}\n', b"not json at all\n",
-                   b'{"v": 2, "type": "file_list", "id": "x"}\n', b'"just a string"\n']
+                   b'{"v": 2, "type": "ping", "id": "x"}\n', b'"just a string"\n']
         mark = self.repl.mark()
         for line in garbage:
             self.repl.send(raw=line)
         self.repl.send(raw=b"\n   \n")  # blank lines are silently skipped
-        self.assertTrue(self.repl.request("file_list")["ok"])  # answered after every line before it
+        self.assertTrue(self.repl.request("ping")["ok"])  # answered after every line before it
         errors = [f for _, f in self.repl.frames[mark:] if f["type"] == "protocol_error"]
         self.assertEqual(len(errors), len(garbage), errors)
         self.assertEqual(self.eval_text("'still fine'"), "'still fine'")
@@ -133,6 +133,37 @@ class StreamedExecutionTests(ReplTestCase):
         self.assertEqual(only(frames, "result")[0]["data"]["text/plain"], "20")
         self.assertEqual(done_of(frames)["status"], "ok")
         self.assertEqual(sum(1 for f in frames if f["type"] == "status"), 1)
+
+    def test_a_simple_statement_runs_at_its_newline(self):
+        # The model pauses after a line: its statement runs without the next line's first character.
+        eid = self.begin()
+        self.chunk(eid, "print('one')\n")
+        self.wait_text(eid, "one")  # nothing after the newline was sent
+        self.chunk(eid, "x = (1,\n")
+        self.chunk(eid, "     2)\n")  # the bracket closed on this line: complete here
+        self.chunk(eid, "print('two', x)\n")
+        self.wait_text(eid, "two (1, 2)")
+        self.chunk(eid, "s = '''a\n")
+        self.chunk(eid, "b'''\n")
+        self.chunk(eid, "print(s.split())\n")
+        self.wait_text(eid, "['a', 'b']")
+        self.end(eid)
+        frames = self.repl.wait_done(eid)
+        self.assertEqual(only(frames, "error"), [])
+        self.assertEqual(stream_text(frames), "one\ntwo (1, 2)\n['a', 'b']\n")
+
+    def test_the_last_expression_is_the_result_though_it_ran_at_its_newline(self):
+        for tail, result in (("# done\n```\n", ["42"]), ("y = 1\n", []), ("", [])):
+            with self.subTest(tail=tail):
+                eid = self.begin()
+                self.chunk(eid, "print('ran') or 40 + 2%s\n" % (";" if result == [] and not tail else ""))
+                self.wait_text(eid, "ran")  # evaluated before the stream's end
+                if tail:
+                    self.chunk(eid, tail)
+                self.end(eid)
+                frames = self.repl.wait_done(eid)
+                self.assertEqual([f["data"]["text/plain"] for f in only(frames, "result")], result)
+                self.assertEqual(done_of(frames)["status"], "ok")
 
     def test_compound_statements_wait_for_their_end(self):
         eid = self.begin()

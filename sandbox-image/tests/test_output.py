@@ -8,7 +8,7 @@ import base64
 import json
 import unittest
 
-from harness import ReplTestCase, b64, dedent, done_of, have_module, merged_streams, only, stream_text, timed_lines
+from harness import ReplTestCase, dedent, done_of, have_module, merged_streams, only, stream_text, timed_lines
 
 HAVE_MPL = have_module("matplotlib")
 HAVE_PANDAS = have_module("pandas")
@@ -175,14 +175,16 @@ class OutputTests(ReplTestCase):
             self.assertIn("worker %d" % n, out)
         self.assertEqual(only(frames, "result")[0]["data"]["text/plain"], "[0, 1, 4, 9]")
         self.assertEqual(only(frames, "final"), [])
-LIMIT_KEYS = ["file_chunk_bytes", "image_bytes_ceiling", "llm_request_bytes", "max_frame_bytes",
+
+
+LIMIT_KEYS = ["image_bytes_ceiling", "llm_request_bytes", "max_frame_bytes",
               "max_image_bytes", "max_prompt_chars", "max_stream_bytes", "text_mime_bytes"]
 
 
 class LimitsTests(ReplTestCase):
     """`ready.limits` without REPLCAST_MAX_* in the environment: the REPL's fallbacks."""
 
-    def test_ready_reports_eight_positive_int_limits_derived_from_the_frame_size(self):
+    def test_ready_reports_seven_positive_int_limits_derived_from_the_frame_size(self):
         limits = self.repl.ready["limits"]
         self.assertEqual(sorted(limits), LIMIT_KEYS)
         for name, value in limits.items():
@@ -191,7 +193,6 @@ class LimitsTests(ReplTestCase):
         frame = limits["max_frame_bytes"]
         self.assertEqual(limits["text_mime_bytes"], frame // 4)
         self.assertEqual(limits["image_bytes_ceiling"], frame * 5 // 8)
-        self.assertEqual(limits["file_chunk_bytes"], frame // 2)
         self.assertEqual(limits["llm_request_bytes"], frame * 15 // 16)
 
 
@@ -205,7 +206,7 @@ class ConfiguredLimitsTests(ReplTestCase):
         self.assertEqual(self.repl.ready["limits"], {
             "max_frame_bytes": 400000, "max_prompt_chars": 50, "max_stream_bytes": 3000,
             "max_image_bytes": 1234, "text_mime_bytes": 100000, "image_bytes_ceiling": 250000,
-            "file_chunk_bytes": 200000, "llm_request_bytes": 375000})
+            "llm_request_bytes": 375000})
 
     def test_the_default_stream_cap_is_the_environments(self):
         frames = self.execute_ok("import sys\nsys.stdout.write('z' * 5000)")
@@ -240,13 +241,6 @@ class ConfiguredLimitsTests(ReplTestCase):
         self.assertNotIn("image/png", only(frames, "result")[0]["data"])
         self.assertEqual([(f["what"], f["dropped_bytes"]) for f in only(frames, "limit")], [("image_bytes", 300000)])
 
-    def test_file_get_returns_at_most_file_chunk_bytes(self):
-        self.assertEqual(self.repl.request("file_put", path="big.bin", data=b64(b"f" * 300000), offset=0)["size"], 300000)
-        reply = self.repl.request("file_get", path="big.bin", length=1_000_000)
-        self.assertEqual((len(base64.b64decode(reply["data"])), reply["eof"], reply["size"]), (200000, False, 300000))
-        reply = self.repl.request("file_get", path="big.bin", offset=200000, length=1_000_000)
-        self.assertEqual((len(base64.b64decode(reply["data"])), reply["eof"]), (100000, True))
-
     def test_a_prompt_over_max_prompt_chars_raises_without_a_request(self):
         frames = self.execute_ok(dedent("""
             try:
@@ -256,6 +250,7 @@ class ConfiguredLimitsTests(ReplTestCase):
         """))
         self.assertIn("the maximum is 50", stream_text(frames))
         self.assertEqual(only(frames, "llm_request"), [])
+
 
 @unittest.skipUnless(HAVE_MPL, "matplotlib is not installed here (it is in the image)")
 class MatplotlibTests(ReplTestCase):

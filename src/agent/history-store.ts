@@ -1,8 +1,8 @@
 // Conversation history of a session: a capped Redis list (the store's `history` key), one
-// JSON entry per message. Deleted with the session (RedisStore.deleteSession removes the key).
-import type { RedisStore } from '../store/redis-store.js'
-import { HISTORY_ENTRY_CHARS, HISTORY_KEEP } from './limits.js'
-import { truncate } from './prompts.js'
+// JSON entry per message. Deleted with the session (SessionStore.deleteSession removes the key).
+import type { Redis } from 'ioredis'
+import type { RedisKeys } from '../store/keys.js'
+import { HISTORY_ENTRY_CHARS, HISTORY_KEEP, truncate } from './limits.js'
 
 export interface HistoryEntry {
   role: 'user' | 'assistant'
@@ -22,12 +22,15 @@ export interface HistoryEntry {
 }
 
 export class HistoryStore {
-  constructor(private readonly store: RedisStore) {}
+  constructor(
+    private readonly redis: Redis,
+    private readonly keys: RedisKeys,
+  ) {}
 
   /** Appends entries and trims the list to the newest HISTORY_KEEP. */
   async append(sid: string, entries: HistoryEntry[]): Promise<void> {
     if (!entries.length) return
-    const key = this.store.keys.history(sid)
+    const key = this.keys.history(sid)
     const bounded = entries.map((e) => ({
       ...e,
       content: truncate(e.content, HISTORY_ENTRY_CHARS),
@@ -35,9 +38,9 @@ export class HistoryStore {
       ...(e.final !== undefined ? { final: truncate(e.final, HISTORY_ENTRY_CHARS) } : {}),
     }))
     // Only while the session exists: a turn ending after DELETE must not resurrect its history.
-    const exists = await this.store.redis.exists(this.store.keys.session(sid))
+    const exists = await this.redis.exists(this.keys.session(sid))
     if (!exists) return
-    await this.store.redis
+    await this.redis
       .multi()
       .rpush(key, ...bounded.map((e) => JSON.stringify(e)))
       .ltrim(key, -HISTORY_KEEP, -1)
@@ -47,7 +50,7 @@ export class HistoryStore {
   /** The newest `limit` entries, oldest first. */
   async recent(sid: string, limit: number): Promise<HistoryEntry[]> {
     if (limit <= 0) return []
-    const rows = await this.store.redis.lrange(this.store.keys.history(sid), -limit, -1)
+    const rows = await this.redis.lrange(this.keys.history(sid), -limit, -1)
     const out: HistoryEntry[] = []
     for (const r of rows) {
       try {

@@ -46,3 +46,11 @@ export const HISTORY_ENTRY_CHARS = 8000
 
 /** Turns waiting behind a running one in the same session. */
 export const TURN_QUEUE_DEPTH = 8
+
+/** Truncates to `max` characters, keeping the start and the end and saying how much was cut. */
+export function truncate(text: string, max: number): string {
+  if (text.length <= max) return text
+  const head = Math.ceil(max * 0.6)
+  const tail = Math.max(0, max - head)
+  return `${text.slice(0, head)}\n[... ${text.length - head - tail} characters elided ...]\n${tail ? text.slice(-tail) : ''}`
+}

@@ -4,7 +4,7 @@ import type { Logger } from 'pino'
 import type { Config } from '../config.js'
 import { AppError } from '../errors.js'
 import type { DrivenLog, Executions } from '../sessions/index.js'
-import type { RedisStore } from '../store/redis-store.js'
+import type { Stores } from '../store/stores.js'
 import { HistoryStore } from './history-store.js'
 import { LlmBudgetError } from './errors.js'
 import type { LlmBudget } from './llm-budget.js'
@@ -26,7 +26,8 @@ import { Turn } from './turn.js'
 export interface LlmServiceDeps {
   config: Config
   executions: Executions
-  store: RedisStore
+  /** Session records (whose conversation a tenant may read), and the connection its history is kept on. */
+  stores: Pick<Stores, 'redis' | 'keys' | 'sessions'>
   log: Logger
   /** The model client; null when no endpoint is configured (turns then answer llm_not_configured). */
   llm: LlmClient | null
@@ -59,7 +60,7 @@ export class LlmService {
   private closing = false
 
   constructor(private readonly deps: LlmServiceDeps) {
-    this.history = new HistoryStore(deps.store)
+    this.history = new HistoryStore(deps.stores.redis, deps.stores.keys)
   }
 
   /**
@@ -163,7 +164,7 @@ export class LlmService {
 
   /** The session's conversation, oldest first (the newest `limit` messages). */
   async messages(tenant: string, sid: string, limit: number): Promise<MessageT[]> {
-    const rec = await this.deps.store.getSession(sid)
+    const rec = await this.deps.stores.sessions.getSession(sid)
     if (!rec || rec.tenant !== tenant) throw new AppError('session_not_found', `no session ${sid}`)
     return (await this.history.recent(sid, limit)).map((e) => ({ ...e, created_at: new Date(e.created_at).toISOString() }))
   }

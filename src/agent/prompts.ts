@@ -2,6 +2,7 @@
 // error, a step's output or a previous turn looked like, each truncated to a bound.
 import type { ChatMessage } from './llm-client.js'
 import type { HistoryEntry } from './history-store.js'
+import { truncate } from './limits.js'
 
 export const STREAM_SYSTEM_PROMPT = `You are a Python REPL agent. Everything you write is executed, statement by statement, as Python 3 code in a persistent interpreter, while you are still writing it. Nothing but the program's output reaches the user.
 
@@ -29,14 +30,6 @@ Rules:
 - Use print() to see intermediate results; keep printed output short.
 - Variables persist between steps. Build the answer up in variables.
 - Call FINAL(...) or FINAL_VAR(...) as soon as you know the answer.`
-
-/** Truncates to `max` characters, keeping the start and the end and saying how much was cut. */
-export function truncate(text: string, max: number): string {
-  if (text.length <= max) return text
-  const head = Math.ceil(max * 0.6)
-  const tail = Math.max(0, max - head)
-  return `${text.slice(0, head)}\n[... ${text.length - head - tail} characters elided ...]\n${tail ? text.slice(-tail) : ''}`
-}
 
 export interface StepOutput {
   /** stdout/stderr/results in order, as text. */

@@ -4,10 +4,9 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import type { Redis } from 'ioredis'
 import type { Logger } from 'pino'
 import type { Config } from '../config.js'
-import type { RedisStore } from '../store/redis-store.js'
+import type { Stores } from '../store/stores.js'
 import { ClusterChannel } from './channel.js'
 import { InstanceDirectory } from './directory.js'
 import { Failover } from './failover.js'
@@ -16,8 +15,8 @@ import { route, type Routed, type SessionHolding } from './routing.js'
 
 export interface ClusterDeps {
   config: Config
-  redis: Redis
-  store: RedisStore
+  /** Who holds each session (leases); the connection and key names for the cluster's own state (directory, failover, channel). */
+  stores: Pick<Stores, 'redis' | 'keys' | 'leases'>
   log: Logger
   sessions: SessionHolding & { handOver(): Promise<void> }
 }
@@ -47,8 +46,8 @@ export interface Cluster {
 }
 
 export function createCluster(deps: ClusterDeps): Cluster {
-  const { config, redis, store, log, sessions } = deps
-  const keys = store.keys
+  const { config, stores, log, sessions } = deps
+  const { redis, keys, leases } = stores
   const directory = new InstanceDirectory({
     redis,
     keys,
@@ -120,7 +119,7 @@ export function createCluster(deps: ClusterDeps): Cluster {
       return b.length === secretBytes.length && timingSafeEqual(b, secretBytes)
     },
     route(r) {
-      return route({ instanceId: config.instanceId, store, directory, forwarder, sessions, log, secret: () => secret, holders }, r)
+      return route({ instanceId: config.instanceId, leases, directory, forwarder, sessions, log, secret: () => secret, holders }, r)
     },
     forward(req, res, url, onAnswer) {
       return forwarder.forward(req, res, url, secret, new HopBody(req, 0), onAnswer)

@@ -5,7 +5,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Logger } from 'pino'
 import { AppError } from '../errors.js'
-import type { RedisStore } from '../store/redis-store.js'
+import type { LeaseStore } from '../store/lease-store.js'
 import type { InstanceDirectory } from './directory.js'
 import { BufferedBody, HopBody, REFUSED_HEADER, type Forwarder } from './forward.js'
 
@@ -19,13 +19,13 @@ const REMEMBERED = 10_000
 export interface SessionHolding {
   holds(sid: string): boolean
   takeOver(sid: string, from: string | null): Promise<'attached' | 'elsewhere' | 'unavailable'>
-  /** A live instance on the session's Docker engine when that is not this one's (sessions/engines.ts); null: here, or none left. */
+  /** A live instance on the session's Docker engine when that is not this one's (sessions/supply/engines.ts); null: here, or none left. */
   instanceFor?(sid: string): Promise<string | null>
 }
 
 export interface RoutingDeps {
   instanceId: string
-  store: RedisStore
+  leases: Pick<LeaseStore, 'leaseHolder'>
   directory: InstanceDirectory
   forwarder: Forwarder
   sessions: SessionHolding
@@ -57,7 +57,7 @@ const moving = (extra: Record<string, string> = {}) =>
 
 /** 'local': this instance now holds the session (or none can: the route's own handling answers); 'forwarded': the holder answered. */
 export async function route(deps: RoutingDeps, r: Routed): Promise<'local' | 'forwarded'> {
-  const { sessions, store, directory, forwarder, instanceId, log, holders } = deps
+  const { sessions, leases, directory, forwarder, instanceId, log, holders } = deps
   if (sessions.holds(r.sid)) return 'local'
   const body = r.body ? new BufferedBody(r.body) : new HopBody(r.req, KEEP_BYTES)
   const until = Date.now() + MOVE_WAIT_MS
@@ -65,7 +65,7 @@ export async function route(deps: RoutingDeps, r: Routed): Promise<'local' | 'fo
     // The holder the last hop reached, at first (see RoutingDeps.holders); then what the lease says.
     const remembered = attempt === 0 ? holders.get(r.sid) : undefined
     holders.delete(r.sid)
-    const leased = remembered ?? (await store.leaseHolder(r.sid))
+    const leased = remembered ?? (await leases.leaseHolder(r.sid))
     let holder = leased
     let url = leased && leased !== instanceId ? await directory.lookup(leased) : null
     if (!url && leased !== instanceId) {

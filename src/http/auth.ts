@@ -4,7 +4,7 @@ import { timingSafeEqual } from 'node:crypto'
 import type { FastifyRequest } from 'fastify'
 import { hashApiKey, type Config } from '../config.js'
 import { AppError } from '../errors.js'
-import type { RedisStore } from '../store/redis-store.js'
+import type { LeaseStore } from '../store/lease-store.js'
 import type { RateLimiter } from './rate-limit.js'
 import { streamTokenSecret, verifyStreamToken } from './stream-token.js'
 import { bindRequestLog } from './request-log.js'
@@ -36,12 +36,12 @@ export function isAuthenticatedRoute(routeUrl: string | undefined): boolean {
 /** `passedOn`: a request another instance passed on, already counted against the tenant's rate there. */
 export function authenticate(
   config: Config,
-  store: RedisStore,
+  leases: Pick<LeaseStore, 'sharedSecret'>,
   rate: RateLimiter,
   passedOn: (request: FastifyRequest) => boolean = () => false,
   now: () => number = Date.now,
 ) {
-  const secret = streamTokenSecret(store)
+  const secret = streamTokenSecret(leases)
   return async (request: FastifyRequest): Promise<void> => {
     const header = request.headers.authorization ?? ''
     const m = /^Bearer\s+(\S+)\s*$/i.exec(header)

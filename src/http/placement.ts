@@ -1,4 +1,4 @@
-// Creates are placed on the Docker engine with the most free capacity (sessions/engines.ts),
+// Creates are placed on the Docker engine with the most free capacity (sessions/supply/engines.ts),
 // whichever instance received them: routes marked `config: { placed: true }` (a session, a one-shot)
 // are passed as they are to an instance on that engine, which makes the sandbox on its own engine
 // and answers; a request passed on by another instance is never passed on again.

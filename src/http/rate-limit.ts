@@ -2,8 +2,8 @@
 // a request does not wait for Redis. A tenant's first request of each minute on this instance asks
 // Redis for the count so far (INCRBY); after that requests are counted here and their count is
 // added to Redis every FLUSH_MS, which answers with the total of all instances. Several instances
-// can let a tenant pass its limit by what they admit within one flush interval (README).
-import type { RedisStore } from '../store/redis-store.js'
+// can let a tenant pass its limit by what they admit within one flush interval (docs/security.md).
+import type { QuotaStore } from '../store/quota-store.js'
 
 const FLUSH_MS = 100
 
@@ -25,7 +25,7 @@ export class RateLimiter {
   private flushing: Promise<void> | null = null
 
   constructor(
-    private readonly store: Pick<RedisStore, 'addRequests'>,
+    private readonly quotas: Pick<QuotaStore, 'addRequests'>,
     private readonly onError: (err: unknown) => void,
     private readonly now: () => number = Date.now,
   ) {}
@@ -37,7 +37,7 @@ export class RateLimiter {
     let w = this.windows.get(tenant)
     if (!w || w.minute !== minute) {
       const fresh: Window = { minute, known: 0, sending: 0, unflushed: 0, ready: null }
-      fresh.ready = this.store.addRequests(tenant, minute, 1).then(
+      fresh.ready = this.quotas.addRequests(tenant, minute, 1).then(
         (count) => {
           fresh.known = count
           fresh.ready = null
@@ -83,7 +83,7 @@ export class RateLimiter {
         w.unflushed -= n
         w.sending += n
         try {
-          w.known = await this.store.addRequests(tenant, w.minute, n)
+          w.known = await this.quotas.addRequests(tenant, w.minute, n)
         } catch (err) {
           w.unflushed += n
           this.onError(err)

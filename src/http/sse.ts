@@ -2,7 +2,7 @@
 // disconnect (a send to a gone client can hang), open streams are ended on shutdown.
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { untilAborted } from '../abort.js'
-import type { LoggedEvent } from '../store/redis-store.js'
+import type { LoggedEvent } from '../store/records.js'
 
 /** Why a stream's follow stops (made once: an abort without a reason builds a DOMException each time). */
 const CLOSED = new Error('the SSE stream closed')

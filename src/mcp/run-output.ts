@@ -2,7 +2,7 @@
 // when the call carries a progressToken, logging notifications otherwise) and, at its end, one tool
 // result: the text output in order, images as image content, a bash script's exit code, isError when it did not end ok.
 import type { CallToolResult, ServerNotification } from '@modelcontextprotocol/sdk/types.js'
-import type { LoggedEvent } from '../store/redis-store.js'
+import type { LoggedEvent } from '../store/records.js'
 
 type Content = CallToolResult['content'][number]
 

@@ -56,7 +56,7 @@ const runPython = tool({
   ),
   annotations: { ...closedWorld, readOnlyHint: false, destructiveHint: false, idempotentHint: false },
   async run(args, ctx) {
-    const eid = await ctx.executions.submit(ctx.tenant, args.session_id, args.code, args.timeout_s)
+    const eid = await ctx.executions.submit(ctx.tenant, args.session_id, { code: args.code, timeoutS: args.timeout_s })
     return followRun(ctx, args.session_id, eid)
   },
 })
@@ -79,7 +79,7 @@ const runBash = tool({
   ),
   annotations: { ...closedWorld, readOnlyHint: false, destructiveHint: false, idempotentHint: false },
   async run(args, ctx) {
-    const eid = await ctx.executions.submit(ctx.tenant, args.session_id, args.code, args.timeout_s, undefined, 'bash')
+    const eid = await ctx.executions.submit(ctx.tenant, args.session_id, { code: args.code, timeoutS: args.timeout_s, language: 'bash' })
     return followRun(ctx, args.session_id, eid)
   },
 })

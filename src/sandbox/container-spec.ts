@@ -1,4 +1,4 @@
-// The Docker create config of a sandbox: the whole security baseline, always (README.md, Security).
+// The Docker create config of a sandbox: the whole security baseline, always (docs/security.md).
 import type { ContainerCreateOptions } from 'dockerode'
 import { MAX_FRAME_BYTES, MAX_PROMPT_CHARS } from '../repl/protocol.js'
 import { pooledLabels, sandboxLabels } from './labels.js'

@@ -112,6 +112,11 @@ export class DockerSandboxDriver implements SandboxDriver {
     await ignoreGone(this.call('remove', (abortSignal) => this.docker.getContainer(containerId).remove({ force: true, v: true, abortSignal })))
   }
 
+  async nameAfterSession(containerId: string, sessionId: string): Promise<void> {
+    const name = containerName(sessionId)
+    await ignoreGone(this.call('rename', (abortSignal) => this.docker.getContainer(containerId).rename({ name, abortSignal })))
+  }
+
   async inspectExit(containerId: string): Promise<SandboxExit & { running: boolean }> {
     try {
       const info = await this.call('inspect', (abortSignal) => this.docker.getContainer(containerId).inspect({ abortSignal }))

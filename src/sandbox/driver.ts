@@ -35,7 +35,7 @@ export interface ImageFacts {
   labels: Record<string, string>
 }
 
-/** What the engine's memory is promised to (sessions/host-capacity.ts decides from it). */
+/** What the engine's memory is promised to (sessions/supply/host-capacity.ts decides from it). */
 export interface SandboxMemory {
   /** The engine host's memory in bytes. */
   totalBytes(): Promise<number>
@@ -60,6 +60,11 @@ export interface SandboxDriver {
   kill(containerId: string): Promise<void>
   /** Removes the sandbox; one already gone is success. */
   remove(containerId: string): Promise<void>
+  /**
+   * Names a taken warm-pool sandbox after the session it serves, as a cold one is named at create
+   * (Docker: renamed `containerName(sessionId)`; its labels are fixed at create). One gone is success.
+   */
+  nameAfterSession(containerId: string, sessionId: string): Promise<void>
   inspectExit(containerId: string): Promise<SandboxExit & { running: boolean }>
   /** This deployment's sandboxes on this engine (for the orphan sweeps). */
   listManaged(deployment: string): Promise<ManagedContainer[]>

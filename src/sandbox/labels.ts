@@ -7,7 +7,7 @@ export const LABEL = {
   instance: 'replcast.instance',
   /** The container's memory limit in bytes, so the engine's committed memory is summed without inspecting each. */
   memory: 'replcast.memory',
-  /** A warm-pool sandbox (sessions/pool.ts): it has no session or tenant label; Redis records whom it serves once taken. */
+  /** A warm-pool sandbox (sessions/supply/pool.ts): it has no session or tenant label; Redis records whom it serves once taken. */
   pool: 'replcast.pool',
 } as const
 

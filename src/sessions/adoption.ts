@@ -7,19 +7,23 @@ import { AppError } from '../errors.js'
 import type { SandboxDriver, SandboxHandle } from '../sandbox/driver.js'
 import { ReplClient, SandboxMisbehaved } from '../repl/repl-client.js'
 import type { ReplFrame } from '../repl/protocol.js'
-import type { RedisStore, SessionRecord } from '../store/redis-store.js'
-import type { DrivenLogs } from './runner/driven-logs.js'
-import { endStranded, SessionOnOtherEngine, type Engines } from './supply/engines.js'
-import { newPendingExecution, type PendingExecution } from './runner/execution.js'
-import type { ExecutionRunner } from './runner/execution-runner.js'
-import type { LiveSession } from './runner/live-session.js'
-import type { LlmRequestHandler } from './runner/llm-requests.js'
-import type { RecordedExecutions } from './runner/recorded-executions.js'
+import type { SessionRecord } from '../store/records.js'
+import type { Stores } from '../store/stores.js'
+import {
+  type DrivenLogs,
+  newPendingExecution,
+  type PendingExecution,
+  type ExecutionRunner,
+  type LiveSession,
+  type LlmRequestHandler,
+  type RecordedExecutions,
+} from './runner/index.js'
+import { endStranded, SessionOnOtherEngine, type Engines } from './supply/index.js'
 import type { SessionRegistry } from './registry.js'
 
 export interface AdoptionDeps {
   config: Config
-  store: RedisStore
+  stores: Pick<Stores, 'sessions' | 'leases'>
   driver: SandboxDriver
   log: Logger
   registry: SessionRegistry
@@ -144,8 +148,8 @@ export class Adoption {
    * reaches this code was meant for the holder, and the lease moved meanwhile; src/cluster/ routes).
    */
   async claimLease(rec: SessionRecord): Promise<void> {
-    const { store, config } = this.deps
-    const holder = await store.acquireLease(rec.id, config.instanceId, config.LEASE_TTL_MS)
+    const { stores, config } = this.deps
+    const holder = await stores.leases.acquireLease(rec.id, config.instanceId, config.LEASE_TTL_MS)
     if (holder !== config.instanceId) throw sessionMoving()
   }
 
@@ -158,21 +162,21 @@ export class Adoption {
    * gives the error).
    */
   async takeOver(sid: string, from: string | null): Promise<'attached' | 'elsewhere' | 'unavailable'> {
-    const { store, config, registry, log } = this.deps
+    const { stores, config, registry, log } = this.deps
     const forget = async () => {
-      if (from && from !== config.instanceId) await store.removeInstanceSession(from, sid)
+      if (from && from !== config.instanceId) await stores.leases.removeInstanceSession(from, sid)
     }
     if (registry.has(sid) || this.starting.has(sid)) {
       await forget()
       return 'attached'
     }
-    const rec = await store.getSession(sid)
+    const rec = await stores.sessions.getSession(sid)
     if (!rec || rec.status === 'dead') await forget()
     if (!rec || rec.status === 'dead' || rec.status === 'starting' || this.closing) return 'unavailable'
     // Only an instance on the session's engine can attach to its sandbox: while one lives, it is theirs.
     const where = await this.deps.engines.whereIs(rec)
     if (!where.here && where.instances.length) return 'elsewhere'
-    if ((await store.takeLease(sid, config.instanceId, from, config.LEASE_TTL_MS)) !== config.instanceId) return 'elsewhere'
+    if ((await stores.leases.takeLease(sid, config.instanceId, from, config.LEASE_TTL_MS)) !== config.instanceId) return 'elsewhere'
     try {
       await this.ensureLocal(rec)
     } catch (err) {
@@ -192,10 +196,10 @@ export class Adoption {
 
   /** Keeps this instance's leases; a session whose lease another instance took is let go (not stopped). */
   async renewLeases(): Promise<void> {
-    const { store, config, registry } = this.deps
+    const { stores, config, registry } = this.deps
     // Sessions being created are held too: a slow start must not let their lease lapse.
     const ids = [...new Set([...registry.ids(), ...this.starting.keys()])]
-    const holders = await store.renewLeases(ids, config.instanceId, config.LEASE_TTL_MS)
+    const holders = await stores.leases.renewLeases(ids, config.instanceId, config.LEASE_TTL_MS)
     for (const [sid, holder] of holders) {
       const live = registry.get(sid)
       if (!live || holder === config.instanceId) continue
@@ -206,11 +210,11 @@ export class Adoption {
 
   /** After a restart of this instance: attaches again to the sessions it held. */
   async readoptAll(): Promise<void> {
-    const { store, config } = this.deps
-    for (const sid of await store.instanceSessionIds(config.instanceId)) {
-      const rec = await store.getSession(sid)
+    const { stores, config } = this.deps
+    for (const sid of await stores.leases.instanceSessionIds(config.instanceId)) {
+      const rec = await stores.sessions.getSession(sid)
       if (!rec) {
-        await store.removeInstanceSession(config.instanceId, sid)
+        await stores.leases.removeInstanceSession(config.instanceId, sid)
         continue
       }
       if (rec.status === 'dead') continue
@@ -229,7 +233,7 @@ export class Adoption {
     if (why !== 'unkillable') return
     try {
       await this.markDead(live.id)
-      await this.deps.store.setDeadline(live.id, Date.now())
+      await this.deps.stores.sessions.setDeadline(live.id, Date.now())
     } catch (err) {
       this.deps.log.error({ err, sessionId: live.id }, 'could not mark a sandbox that could not be killed for removal')
     }
@@ -237,12 +241,12 @@ export class Adoption {
 
   /** The session's sandbox is gone for good. */
   async markDead(sid: string): Promise<void> {
-    await this.deps.store.updateSession(sid, { status: 'dead' })
-    await this.deps.store.removeInstanceSession(this.deps.config.instanceId, sid)
+    await this.deps.stores.sessions.updateSession(sid, { status: 'dead' })
+    await this.deps.stores.leases.removeInstanceSession(this.deps.config.instanceId, sid)
   }
 
   private async adopt(rec: SessionRecord): Promise<LiveSession> {
-    const { store, driver, config, recorded, registry, runner, driven } = this.deps
+    const { stores, driver, config, recorded, registry, runner, driven } = this.deps
     // Only an instance on the session's Docker engine can reach its sandbox.
     const where = await this.deps.engines.whereIs(rec)
     if (!where.here && where.instances.length) throw new SessionOnOtherEngine(where.engine, where.instances)
@@ -268,7 +272,7 @@ export class Adoption {
       // Frames of the running execution that arrive now wait until those written while detached are replayed.
       const early: ReplFrame[] = []
       if (running) live.client.track(running.id, (f) => early.push(f))
-      await store.addInstanceSession(config.instanceId, rec.id)
+      await stores.leases.addInstanceSession(config.instanceId, rec.id)
       if (running) await runner.resume(live, running, early)
       const requeued: PendingExecution[] = []
       for (const ex of unfinished.filter((x) => x.status === 'queued').reverse()) {
@@ -281,13 +285,13 @@ export class Adoption {
         if (ex.language === 'bash') again.language = 'bash'
         requeued.push(again)
       }
-      if (!running) await store.updateSession(rec.id, { status: requeued.length ? 'busy' : 'ready' })
+      if (!running) await stores.sessions.updateSession(rec.id, { status: requeued.length ? 'busy' : 'ready' })
       runner.requeue(live, requeued)
       this.deps.log.info({ sessionId: rec.id, resumed: running?.id, requeued: requeued.length }, 'session adopted')
       return live
     } catch (err) {
       registry.release(live)
-      await store.releaseLease(rec.id, config.instanceId).catch(() => undefined)
+      await stores.leases.releaseLease(rec.id, config.instanceId).catch(() => undefined)
       if (err instanceof AppError) throw err
       throw new AppError('sandbox_failed', "the session's sandbox could not be re-attached", { cause: err })
     }
@@ -313,7 +317,7 @@ export class Adoption {
     const [, wasKilled] = await Promise.all([runner.sandboxMisbehaved(live, why.reason), killed])
     registry.release(live)
     await this.markDead(rec.id)
-    if (!wasKilled) await this.deps.store.setDeadline(rec.id, Date.now())
+    if (!wasKilled) await this.deps.stores.sessions.setDeadline(rec.id, Date.now())
   }
 
   /** The REPL channel closed without the host asking: re-attach when only the stream broke, else the sandbox died. */

@@ -4,15 +4,23 @@
 import type { Config } from '../config.js'
 import { AppError } from '../errors.js'
 import type { DoneStatusT, ExecutionT } from '../schemas.js'
-import { isAfter, type EventFeed } from '../store/event-feed.js'
-import type { Appended, ExecutionRecord, LoggedEvent, RedisStore } from '../store/redis-store.js'
+import type { EventFeed } from '../store/event-feed.js'
+import { isAfter } from '../store/log-reader.js'
+import type { Appended } from '../store/event-bytes.js'
+import type { ExecutionRecord, LoggedEvent } from '../store/records.js'
+import type { Stores } from '../store/stores.js'
 import { checkCeilings } from '../tenants.js'
 import type { Adoption } from './adoption.js'
-import type { DrivenLog, DrivenLogs } from './runner/driven-logs.js'
-import { newPendingExecution, type EventPayload, type PendingExecution } from './runner/execution.js'
-import type { ExecutionRunner } from './runner/execution-runner.js'
+import {
+  type DrivenLog,
+  type DrivenLogs,
+  newPendingExecution,
+  type EventPayload,
+  type PendingExecution,
+  type ExecutionRunner,
+  type LiveSession,
+} from './runner/index.js'
 import { newId } from './ids.js'
-import type { LiveSession } from './runner/live-session.js'
 import type { SessionRegistry } from './registry.js'
 import type { SessionService } from './session-service.js'
 import { toEvent, toExecution } from './views.js'
@@ -26,7 +34,7 @@ export interface ExecutionRead {
 
 export interface ExecutionsDeps {
   config: Config
-  store: RedisStore
+  stores: Pick<Stores, 'executions' | 'logs'>
   feed: EventFeed
   sessions: SessionService
   registry: SessionRegistry
@@ -89,6 +97,16 @@ export class StreamedRun {
   }
 }
 
+/** Code to queue in a session. */
+interface Submission {
+  code: string
+  /** Its time limit in seconds (default: EXEC_TIMEOUT_S within the tenant's ceiling). */
+  timeoutS?: number
+  language?: 'python' | 'bash'
+  /** Called with its `done` status at its end (a one-shot's clean-up). */
+  onDone?: (status: DoneStatusT) => void
+}
+
 export class Executions {
   /** Executions queued here until they end: whether their end was recorded (see waitForEnd). */
   private readonly ends = new Map<string, Promise<boolean>>()
@@ -98,50 +116,30 @@ export class Executions {
   constructor(private readonly deps: ExecutionsDeps) {}
 
   /**
-   * Queues code; resolves with the execution id once its first event is logged; `onDone` is called at
-   * its end (a one-shot's clean-up). Throws limit_exceeded, session_not_found, session_dead, queue_full, quota_exceeded.
+   * Queues code; resolves with the execution id once its first event is logged.
+   * Throws limit_exceeded, session_not_found, session_dead, queue_full, quota_exceeded.
    */
-  async submit(
-    tenant: string,
-    sid: string,
-    code: string,
-    timeoutS?: number,
-    onDone?: (status: DoneStatusT) => void,
-    language: 'python' | 'bash' = 'python',
-  ): Promise<string> {
+  async submit(tenant: string, sid: string, run: Submission): Promise<string> {
     const { config, sessions, adoption } = this.deps
-    checkCeilings(config.tenantLimits.for(tenant), { timeout_s: timeoutS })
+    checkCeilings(config.tenantLimits.for(tenant), { timeout_s: run.timeoutS })
     // Held here: the record is not read first, queueing checks it in the same round trip (ExecutionRunner.enqueue).
     const here = adoption.attached(sid)
     const live = here?.tenant === tenant ? here : await sessions.usable(await sessions.record(tenant, sid))
-    return this.queue(live, code, timeoutS, onDone, language)
+    return this.queue(live, run)
   }
 
   /**
    * Like submit, in a session this instance has just created for the tenant and holds (a one-shot's):
    * its record was written here a moment ago, so it is not read again. Throws like submit.
    */
-  async submitToNew(
-    tenant: string,
-    sid: string,
-    code: string,
-    timeoutS: number | undefined,
-    onDone: (status: DoneStatusT) => void,
-    language: 'python' | 'bash' = 'python',
-  ): Promise<string> {
-    checkCeilings(this.deps.config.tenantLimits.for(tenant), { timeout_s: timeoutS })
+  async submitToNew(tenant: string, sid: string, run: Submission & Required<Pick<Submission, 'onDone'>>): Promise<string> {
+    checkCeilings(this.deps.config.tenantLimits.for(tenant), { timeout_s: run.timeoutS })
     const live = this.deps.registry.get(sid)
     if (!live || live.tenant !== tenant) throw new AppError('session_not_found', `no session ${sid}`)
-    return this.queue(live, code, timeoutS, onDone, language)
+    return this.queue(live, run)
   }
 
-  private async queue(
-    live: LiveSession,
-    code: string,
-    timeoutS: number | undefined,
-    onDone: ((status: DoneStatusT) => void) | undefined,
-    language: 'python' | 'bash',
-  ): Promise<string> {
+  private async queue(live: LiveSession, { code, timeoutS, language, onDone }: Submission): Promise<string> {
     const { config, runner } = this.deps
     const timeout = timeoutS ?? Math.min(config.EXEC_TIMEOUT_S, config.tenantLimits.for(live.tenant).max_exec_timeout_s)
     const ex = newPendingExecution(newId('exe'), code, timeout * 1000)
@@ -195,11 +193,11 @@ export class Executions {
 
   /** An execution with every event so far (up to the last one when it is read), in bounded pages. */
   async read(tenant: string, sid: string, eid: string): Promise<ExecutionRead> {
-    const { store } = this.deps
+    const { stores } = this.deps
     // One round trip: the records, the last event and the first page, which is read after the last
     // event (same connection, in order), so it reaches at least that far when one page holds it all.
     // Nothing is shown until the records say the tenant may see it.
-    const [rec, last, first] = await Promise.all([this.record(tenant, sid, eid), store.lastEvent(sid, eid), store.readEvents(sid, eid, '')])
+    const [rec, last, first] = await Promise.all([this.record(tenant, sid, eid), stores.logs.lastEvent(sid, eid), stores.logs.readEvents(sid, eid, '')])
     let prefetched: LoggedEvent[] | null = first
     return {
       execution: toExecution(rec, []),
@@ -207,7 +205,7 @@ export class Executions {
         if (!last) return
         let after = ''
         while (after !== last.id) {
-          const read = prefetched ?? (await store.readEvents(sid, eid, after))
+          const read = prefetched ?? (await stores.logs.readEvents(sid, eid, after))
           prefetched = null
           const page = read.filter((e) => !isAfter(e.id, last.id))
           if (page.length === 0) return // the log was dropped or trimmed meanwhile
@@ -221,7 +219,7 @@ export class Executions {
   /** Checks access and returns the record; 404 when it is missing or another tenant's. */
   async record(tenant: string, sid: string, eid: string): Promise<ExecutionRecord> {
     // Both in one round trip; the session's check comes first.
-    const [, rec] = await Promise.all([this.deps.sessions.record(tenant, sid), this.deps.store.getExecution(sid, eid)])
+    const [, rec] = await Promise.all([this.deps.sessions.record(tenant, sid), this.deps.stores.executions.getExecution(sid, eid)])
     if (!rec || rec.tenant !== tenant) throw new AppError('execution_not_found', `no execution ${eid} in session ${sid}`)
     return rec
   }
@@ -234,7 +232,7 @@ export class Executions {
 
   /** How many events follow `afterId` (0 when it is the last). */
   async eventsAfter(sid: string, eid: string, afterId: string): Promise<number> {
-    return (await this.deps.store.readEvents(sid, eid, afterId, 1)).length
+    return (await this.deps.stores.logs.readEvents(sid, eid, afterId, 1)).length
   }
 
   /** Waits for an execution's end (for JSON clients, who then read it): follows its log from its last event to its `done`. */
@@ -255,7 +253,7 @@ export class Executions {
   }
 
   private async followToEnd(sid: string, eid: string, signal: AbortSignal): Promise<void> {
-    const last = await this.deps.store.lastEvent(sid, eid)
+    const last = await this.deps.stores.logs.lastEvent(sid, eid)
     if (last?.type === 'done') return
     await this.follow(sid, eid, last?.id ?? '', () => undefined, signal)
   }

@@ -9,8 +9,9 @@ import { AppError } from '../errors.js'
 import { SandboxNotRunningError } from '../sandbox/sandbox-exec.js'
 import type { SandboxFiles } from '../sandbox/driver.js'
 import { WorkspaceFileError, type WorkspaceEntry } from '../sandbox/workspace-files.js'
-import type { RedisStore, SessionRecord } from '../store/redis-store.js'
-import type { Engines } from './supply/engines.js'
+import type { SessionRecord } from '../store/records.js'
+import type { Stores } from '../store/stores.js'
+import type { Engines } from './supply/index.js'
 import type { SessionService } from './session-service.js'
 
 const MIB = 1024 * 1024
@@ -27,7 +28,7 @@ export interface FileEntry {
 
 export interface FilesDeps {
   config: Config
-  store: Pick<RedisStore, 'getSession' | 'updateSession' | 'setDeadline'>
+  stores: Pick<Stores, 'sessions'>
   sessions: Pick<SessionService, 'record'>
   files: SandboxFiles
   log: Logger
@@ -138,7 +139,7 @@ export class SessionFiles {
 
   /** The tenant's session (any tenant's for null), alive. Throws session_not_found, session_dead. */
   private async live(tenant: string | null, sid: string): Promise<SessionRecord> {
-    const rec = tenant === null ? await this.deps.store.getSession(sid) : await this.deps.sessions.record(tenant, sid)
+    const rec = tenant === null ? await this.deps.stores.sessions.getSession(sid) : await this.deps.sessions.record(tenant, sid)
     if (!rec) throw new AppError('session_not_found', `no session ${sid}`)
     if (rec.status === 'dead' || !rec.container_id)
       throw new AppError('session_dead', rec.status_detail || "the session's sandbox has died; restart it or create a new session")
@@ -194,7 +195,7 @@ export class SessionFiles {
    * the session was deleted, restarted or killed under the call, which is said as such; else 502.
    */
   private async whyFailed(rec: SessionRecord, rel: string, err: unknown, began: number): Promise<AppError> {
-    const now = await this.deps.store.getSession(rec.id).catch(() => rec)
+    const now = await this.deps.stores.sessions.getSession(rec.id).catch(() => rec)
     if (!now) return new AppError('session_not_found', `no session ${rec.id} (it was deleted during the file operation)`)
     const started = await this.deps.files.startedAt(rec.container_id).catch(() => undefined)
     if (now.container_id !== rec.container_id || started === null || (started !== undefined && started >= began - 1000))
@@ -208,8 +209,8 @@ export class SessionFiles {
     if (rec.status !== 'ready') return
     const now = Date.now()
     try {
-      await this.deps.store.setDeadline(rec.id, now + rec.idle_timeout_s * 1000)
-      await this.deps.store.updateSession(rec.id, { last_active_at: now })
+      await this.deps.stores.sessions.setDeadline(rec.id, now + rec.idle_timeout_s * 1000)
+      await this.deps.stores.sessions.updateSession(rec.id, { last_active_at: now })
     } catch (err) {
       this.deps.log.warn({ err, sessionId: rec.id }, 'could not record file activity')
     }

@@ -5,41 +5,28 @@ import type { Logger } from 'pino'
 import type { Config } from '../config.js'
 import type { SandboxDriver } from '../sandbox/driver.js'
 import type { EventFeed } from '../store/event-feed.js'
-import { EngineStore } from '../store/engine-store.js'
-import { PoolStore } from '../store/pool-store.js'
-import type { RedisStore } from '../store/redis-store.js'
+import type { Stores } from '../store/stores.js'
 import { Adoption } from './adoption.js'
-import { DrivenLogs } from './runner/driven-logs.js'
-import { Engines } from './supply/engines.js'
-import { ExecutionRunner } from './runner/execution-runner.js'
+import { DrivenLogs, ExecutionRunner, type LlmRequestHandler, RecordedExecutions } from './runner/index.js'
+import { Engines, HostCapacity, WarmPool, PoolSweep, SandboxSource, TemplateImages } from './supply/index.js'
 import { Executions } from './executions.js'
-import { HostCapacity } from './supply/host-capacity.js'
-import type { LlmRequestHandler } from './runner/llm-requests.js'
 import type { Metrics } from '../metrics.js'
 import { Reaper } from './reaper.js'
-import { RecordedExecutions } from './runner/recorded-executions.js'
 import { OneShots } from './one-shot.js'
-import { WarmPool } from './supply/pool.js'
-import { PoolSweep } from './supply/pool-sweep.js'
 import { SessionRegistry } from './registry.js'
-import { SandboxSource } from './supply/sandbox-source.js'
 import { SessionService } from './session-service.js'
 import { SessionFiles } from './files.js'
-import { TemplateImages } from './supply/template-images.js'
 
 export type { SessionService } from './session-service.js'
-export type { Engines } from './supply/engines.js'
 export type { SessionFiles } from './files.js'
 export type { OneShots } from './one-shot.js'
-export type { TemplateImages } from './supply/template-images.js'
 export type { ExecutionRead, Executions, StreamedRun } from './executions.js'
-export type { DrivenLog } from './runner/driven-logs.js'
-export type { EventPayload } from './runner/execution.js'
-export type { LlmReply, LlmRequestContext, LlmRequestHandler, RunningExecution } from './runner/llm-requests.js'
+export type { Engines, TemplateImages } from './supply/index.js'
+export type { DrivenLog, EventPayload, LlmReply, LlmRequestContext, LlmRequestHandler, RunningExecution } from './runner/index.js'
 
 export interface SessionLayerDeps {
   config: Config
-  store: RedisStore
+  stores: Stores
   feed: EventFeed
   driver: SandboxDriver
   log: Logger
@@ -78,26 +65,25 @@ export interface SessionLayer {
 }
 
 export function createSessionLayer(deps: SessionLayerDeps): SessionLayer {
-  const { config, store, feed, driver, log, metrics } = deps
+  const { config, stores, feed, driver, log, metrics } = deps
   // The runner lets go of a session it cannot go on with through adoption (built below, called later).
   const runner = new ExecutionRunner({ ...deps, letGo: (live, why) => void adoption.letGo(live, why) })
   const registry = new SessionRegistry(runner, metrics)
-  const recorded = new RecordedExecutions(config, store, feed)
-  const driven = new DrivenLogs(store, feed)
+  const recorded = new RecordedExecutions(config, stores, feed)
+  const driven = new DrivenLogs(stores, feed)
   const capacity = new HostCapacity(driver.memory, config.HOST_MEMORY_SHARE, log)
-  const engines = new Engines({ config, driver, capacity, store: new EngineStore(store), log: log.child({ component: 'engines' }), records: store })
-  const adoption = new Adoption({ config, store, driver, log, registry, runner, recorded, driven, llmRequests: deps.llmRequests, engines })
+  const engines = new Engines({ config, driver, capacity, store: stores.engines, log: log.child({ component: 'engines' }), records: stores.sessions })
+  const adoption = new Adoption({ config, stores, driver, log, registry, runner, recorded, driven, llmRequests: deps.llmRequests, engines })
   const templates = new TemplateImages(config, driver, log)
-  const poolStore = new PoolStore(store)
-  const pool = new WarmPool({ config, driver, log: log.child({ component: 'pool' }), metrics, capacity, templates, poolStore })
-  const poolSweep = new PoolSweep({ config, driver, log, pool, poolStore, engines })
+  const pool = new WarmPool({ config, driver, log: log.child({ component: 'pool' }), metrics, capacity, templates, poolStore: stores.pool })
+  const poolSweep = new PoolSweep({ config, driver, log, pool, poolStore: stores.pool, engines })
   const sandboxes = new SandboxSource({ config, driver, capacity, templates, pool })
-  const sessions = new SessionService({ config, store, driver, log, metrics, registry, runner, adoption, recorded, sandboxes, engines })
-  const executions = new Executions({ config, store, feed, sessions, registry, adoption, runner, driven })
+  const sessions = new SessionService({ config, stores, driver, log, metrics, registry, runner, adoption, recorded, sandboxes, engines })
+  const executions = new Executions({ config, stores, feed, sessions, registry, adoption, runner, driven })
   const workspace = driver.workspaceFiles(config.SANDBOX_USER)
-  const files = new SessionFiles({ config, store, sessions, files: workspace, log: log.child({ component: 'files' }), engines })
+  const files = new SessionFiles({ config, stores, sessions, files: workspace, log: log.child({ component: 'files' }), engines })
   const oneShots = new OneShots({ config, sessions, executions, files, pool, log })
-  const reaper = new Reaper({ config, store, driver, log, metrics, registry, sessions, adoption, runner, recorded, driven, engines })
+  const reaper = new Reaper({ config, stores, driver, log, metrics, registry, sessions, adoption, runner, recorded, driven, engines })
   const timers: NodeJS.Timeout[] = []
   let closed = false
 
@@ -153,7 +139,7 @@ export function createSessionLayer(deps: SessionLayerDeps): SessionLayer {
       adoption.close()
       const ids = registry.ids()
       registry.releaseAll()
-      await store.releaseLeases(ids, config.instanceId)
+      await stores.leases.releaseLeases(ids, config.instanceId)
       if (ids.length) log.info({ sessions: ids.length }, 'handed sessions over')
     },
   }

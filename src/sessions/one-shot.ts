@@ -9,7 +9,7 @@ import type { OneShotBodyT } from '../schemas.js'
 import { checkCeilings } from '../tenants.js'
 import type { Executions } from './executions.js'
 import { workspacePath, type SessionFiles } from './files.js'
-import type { WarmPool } from './supply/pool.js'
+import type { WarmPool } from './supply/index.js'
 import type { SessionService } from './session-service.js'
 
 /** Idle seconds of a one-shot's session: how long it outlives its execution if its clean-up never runs (a crash). */
@@ -73,7 +73,7 @@ export class OneShots {
         removeWhenFree()
       }
       // Created here a moment ago for this tenant: submitted without reading its record again.
-      const eid = await executions.submitToNew(tenant, s.id, body.code, body.timeout_s, onDone, body.language)
+      const eid = await executions.submitToNew(tenant, s.id, { code: body.code, timeoutS: body.timeout_s, language: body.language, onDone })
       return {
         sessionId: s.id,
         executionId: eid,

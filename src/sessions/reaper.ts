@@ -6,14 +6,12 @@ import type { Logger } from 'pino'
 import type { Config } from '../config.js'
 import { withTimeout } from '../retry.js'
 import type { SandboxDriver } from '../sandbox/driver.js'
-import type { RedisStore, SessionRecord } from '../store/redis-store.js'
+import type { SessionRecord } from '../store/records.js'
+import type { Stores } from '../store/stores.js'
 import type { Adoption } from './adoption.js'
-import type { DrivenLogs } from './runner/driven-logs.js'
-import type { Engines } from './supply/engines.js'
-import type { ExecutionRunner } from './runner/execution-runner.js'
-import type { LiveSession } from './runner/live-session.js'
+import type { DrivenLogs, ExecutionRunner, LiveSession, RecordedExecutions } from './runner/index.js'
+import type { Engines } from './supply/index.js'
 import type { Metrics } from '../metrics.js'
-import type { RecordedExecutions } from './runner/recorded-executions.js'
 import type { SessionRegistry } from './registry.js'
 import type { SessionService } from './session-service.js'
 
@@ -24,7 +22,7 @@ const PARALLEL = 8
 
 export interface ReaperDeps {
   config: Config
-  store: RedisStore
+  stores: Pick<Stores, 'sessions' | 'leases'>
   driver: SandboxDriver
   log: Logger
   metrics: Metrics
@@ -54,10 +52,10 @@ export class Reaper {
 
   /** Handles every session whose deadline has passed, several at once, each within its time. */
   async reapDue(): Promise<void> {
-    const { store, log } = this.deps
+    const { stores, log } = this.deps
     const now = Date.now()
     const claimedUntil = now + this.claimMs
-    const queue = await store.claimDue(now, this.claimMs)
+    const queue = await stores.sessions.claimDue(now, this.claimMs)
     const worker = async () => {
       for (let sid = queue.shift(); sid !== undefined; sid = queue.shift()) {
         try {
@@ -66,7 +64,7 @@ export class Reaper {
           // Not handled: tried again soon. (Work that timed out may still be running: its claim
           // keeps others off until it lapses, and the work settles the claim itself if it ends.)
           log.warn({ err, sessionId: sid }, 'reaping failed; will retry')
-          await store.settleClaim(sid, claimedUntil, Date.now() + RETRY_MS).catch(() => undefined)
+          await stores.sessions.settleClaim(sid, claimedUntil, Date.now() + RETRY_MS).catch(() => undefined)
         }
       }
     }
@@ -75,8 +73,8 @@ export class Reaper {
 
   /** Removes this deployment's containers whose session Redis does not know. */
   async removeOrphans(): Promise<void> {
-    const { store, driver, config, log } = this.deps
-    const known = await store.allSessionIds()
+    const { stores, driver, config, log } = this.deps
+    const known = await stores.sessions.allSessionIds()
     for (const c of await driver.listManaged(config.REPLCAST_DEPLOYMENT)) {
       // Warm-pool containers carry no session label: the pool's sweep (pool-sweep.ts) decides on them.
       if (c.pooled || known.has(c.sessionId)) continue
@@ -86,14 +84,14 @@ export class Reaper {
   }
 
   private async reapOne(sid: string, claimedUntil: number): Promise<void> {
-    const { store, registry, adoption, sessions, driver, config, log } = this.deps
-    const rec = await store.getSession(sid)
+    const { stores, registry, adoption, sessions, driver, config, log } = this.deps
+    const rec = await stores.sessions.getSession(sid)
     if (!rec) return
     const now = Date.now()
     // A session on another engine is reaped by an instance there (only they reach its sandbox), unless none is left.
     const where = await this.deps.engines.whereIs(rec)
     if (!where.here && where.instances.length) {
-      await store.settleClaim(sid, claimedUntil, now + RETRY_MS)
+      await stores.sessions.settleClaim(sid, claimedUntil, now + RETRY_MS)
       return
     }
     const deadline = rec.last_active_at + rec.idle_timeout_s * 1000
@@ -101,20 +99,20 @@ export class Reaper {
       // Past a running execution's own time limit. If no instance holds the session, its instance
       // is gone: adopt it here, which resumes the execution and enforces its timeout.
       const live = registry.get(sid)
-      const holder = live ? config.instanceId : await store.leaseHolder(sid)
+      const holder = live ? config.instanceId : await stores.leases.leaseHolder(sid)
       if (!live && (!holder || holder === config.instanceId)) {
         log.warn({ sessionId: sid }, 'busy session without an instance; adopting it')
         await adoption.ensureLocal(rec).catch((err: unknown) => log.warn({ err, sessionId: sid }, 'could not adopt an orphaned busy session'))
       } else {
         await this.endStale(rec, live)
       }
-      await store.settleClaim(sid, claimedUntil, now + rec.idle_timeout_s * 1000)
+      await stores.sessions.settleClaim(sid, claimedUntil, now + rec.idle_timeout_s * 1000)
       return
     }
     // Before its idle deadline only a dead session whose sandbox still runs goes: it could not be killed.
     const unkillable = deadline > now && rec.status === 'dead' && rec.container_id !== '' && (await driver.inspectExit(rec.container_id)).running
     if (deadline > now && !unkillable) {
-      await store.settleClaim(sid, claimedUntil, deadline)
+      await stores.sessions.settleClaim(sid, claimedUntil, deadline)
       return
     }
     log.info({ sessionId: sid, tenant: rec.tenant }, unkillable ? 'removing a sandbox that could not be killed' : 'reaping idle session')
@@ -127,7 +125,7 @@ export class Reaper {
    * (their instance lost Redis or Docker at the time), so the session is not busy forever.
    */
   private async endStale(rec: SessionRecord, live: LiveSession | undefined): Promise<void> {
-    const { recorded, runner, driven, store, log } = this.deps
+    const { recorded, runner, driven, stores, log } = this.deps
     const drivenHere = live ? (ex: { id: string }) => runner.has(live, ex.id) || driven.drives(ex.id) : null
     const stale = await recorded.stale(rec, this.staleMs, drivenHere)
     if (stale.length === 0) return
@@ -137,6 +135,6 @@ export class Reaper {
       await recorded.endOrphaned(rec, ex, 'killed', why)
     }
     const busy = live ? runner.isBusy(live) : (await recorded.unfinished(rec)).length > 0
-    if (!busy) await store.updateSession(rec.id, { status: 'ready', last_active_at: Date.now() })
+    if (!busy) await stores.sessions.updateSession(rec.id, { status: 'ready', last_active_at: Date.now() })
   }
 }

@@ -1,6 +1,5 @@
 // The sessions this instance is attached to, and the one way to let go of one.
-import type { ExecutionRunner } from './runner/execution-runner.js'
-import type { LiveSession } from './runner/live-session.js'
+import type { ExecutionRunner, LiveSession } from './runner/index.js'
 import type { Metrics } from '../metrics.js'
 
 export class SessionRegistry {

@@ -5,23 +5,20 @@ import type { Config } from '../config.js'
 import { AppError } from '../errors.js'
 import type { CreateSessionBodyT, DoneStatusT, SessionT } from '../schemas.js'
 import type { SandboxDriver, SandboxHandle } from '../sandbox/driver.js'
-import type { RedisStore, SessionRecord } from '../store/redis-store.js'
+import type { SessionRecord } from '../store/records.js'
+import type { Stores } from '../store/stores.js'
 import type { Adoption } from './adoption.js'
-import type { Engines } from './supply/engines.js'
-import type { ExecutionRunner } from './runner/execution-runner.js'
+import { type Engines, type SandboxSource, resolveSessionLimits } from './supply/index.js'
+import type { ExecutionRunner, LiveSession, RecordedExecutions } from './runner/index.js'
 import { newId } from './ids.js'
-import type { LiveSession } from './runner/live-session.js'
 import type { Metrics } from '../metrics.js'
-import type { RecordedExecutions } from './runner/recorded-executions.js'
 import type { SessionRegistry } from './registry.js'
-import type { SandboxSource } from './supply/sandbox-source.js'
-import { resolveSessionLimits } from './supply/session-limits.js'
 import { toSession } from './views.js'
 import { DEFAULT_TEMPLATE } from '../templates.js'
 
 export interface SessionServiceDeps {
   config: Config
-  store: RedisStore
+  stores: Pick<Stores, 'sessions' | 'leases'>
   driver: SandboxDriver
   log: Logger
   metrics: Metrics
@@ -43,7 +40,7 @@ export class SessionService {
   /** Throws unauthorized, limit_exceeded, runtime_unavailable, unknown_template, quota_exceeded, capacity, sandbox_failed, template_unusable. */
   async create(tenant: string, body: CreateSessionBodyT): Promise<SessionT> {
     if (!tenant) throw new AppError('unauthorized', 'no tenant for this request')
-    const { config: c, store, driver, adoption, registry } = this.deps
+    const { config: c, stores, driver, adoption, registry } = this.deps
     const { limits, idle, maxSessions } = resolveSessionLimits(c, tenant, body)
     const runtime = body.runtime ?? c.SANDBOX_RUNTIME
     if (!(await this.availableRuntimes()).has(runtime)) throw new AppError('runtime_unavailable', `runtime ${runtime} is not registered with the Docker engine`)
@@ -72,10 +69,10 @@ export class SessionService {
     // for the create (Adoption.creating) instead of adopting it half-made.
     const ended = adoption.creating(rec.id)
     const [, , created] = await Promise.all([
-      store.acquireLease(rec.id, c.instanceId, c.LEASE_TTL_MS),
-      store.addInstanceSession(c.instanceId, rec.id),
+      stores.leases.acquireLease(rec.id, c.instanceId, c.LEASE_TTL_MS),
+      stores.leases.addInstanceSession(c.instanceId, rec.id),
       // The deadline covers start-up too, so a crash mid-create still gets the session reaped.
-      store.createSession(rec, now + idle * 1000 + c.SANDBOX_START_TIMEOUT_MS, maxSessions),
+      stores.sessions.createSession(rec, now + idle * 1000 + c.SANDBOX_START_TIMEOUT_MS, maxSessions),
     ]).catch((err: unknown) => {
       place.release()
       ended(null)
@@ -83,7 +80,9 @@ export class SessionService {
     })
     if (!created) {
       place.release()
-      await Promise.all([store.releaseLease(rec.id, c.instanceId), store.removeInstanceSession(c.instanceId, rec.id)]).finally(() => ended(null))
+      await Promise.all([stores.leases.releaseLease(rec.id, c.instanceId), stores.leases.removeInstanceSession(c.instanceId, rec.id)]).finally(() =>
+        ended(null),
+      )
       throw new AppError('quota_exceeded', `tenant already has ${maxSessions} sessions (the maximum); delete one first`, { headers: { 'retry-after': '10' } })
     }
     const log = this.deps.log.child({ sessionId: rec.id, tenant })
@@ -97,13 +96,17 @@ export class SessionService {
       const live = adoption.attach(rec, handle, place.pooled)
       // While its REPL starts: the engine is counted again (a refusal ends the session below), and a
       // cold sandbox's id is recorded, so the reaper finds it after a crash meanwhile.
-      await Promise.all([place.confirm(), place.pooled || store.updateSession(rec.id, { container_id: handle.containerId }), place.ready(live.client.ready)])
+      await Promise.all([
+        place.confirm(),
+        place.pooled || stores.sessions.updateSession(rec.id, { container_id: handle.containerId }),
+        place.ready(live.client.ready),
+      ])
       rec.status = 'ready'
       // One round trip, in this order (one connection): the pooled sandbox's binding, the record, the deadline.
       const [, ready] = await Promise.all([
         place.bind(),
-        store.updateSession(rec.id, { container_id: handle.containerId, status: 'ready' }),
-        store.setDeadline(rec.id, Date.now() + idle * 1000),
+        stores.sessions.updateSession(rec.id, { container_id: handle.containerId, status: 'ready' }),
+        stores.sessions.setDeadline(rec.id, Date.now() + idle * 1000),
       ])
       if (!ready) throw new AppError('session_not_found', 'the session was deleted while starting')
       made = live
@@ -115,8 +118,8 @@ export class SessionService {
       const live = registry.get(rec.id)
       if (live) registry.release(live)
       if (handle) await driver.remove(handle.containerId).catch(() => undefined)
-      await store.deleteSession(rec)
-      await store.removeInstanceSession(c.instanceId, rec.id)
+      await stores.sessions.deleteSession(rec)
+      await stores.leases.removeInstanceSession(c.instanceId, rec.id)
       if (err instanceof AppError) throw err
       throw new AppError('sandbox_failed', 'the sandbox could not be started', { cause: err })
     } finally {
@@ -133,10 +136,10 @@ export class SessionService {
   /** The tenant's sessions ordered by id; `cursor` is the last id of the previous page. */
   async list(tenant: string, limit: number, cursor?: string): Promise<{ sessions: SessionT[]; next_cursor: string | null }> {
     if (!tenant) throw new AppError('unauthorized', 'no tenant for this request')
-    const { store } = this.deps
-    const ids = (await store.tenantSessionIds(tenant)).filter((id) => !cursor || id > cursor)
+    const { stores } = this.deps
+    const ids = (await stores.sessions.tenantSessionIds(tenant)).filter((id) => !cursor || id > cursor)
     const page = ids.slice(0, limit)
-    const recs = await Promise.all(page.map((id) => store.getSession(id)))
+    const recs = await Promise.all(page.map((id) => stores.sessions.getSession(id)))
     return {
       sessions: recs.filter((r): r is SessionRecord => r !== null).map(toSession),
       next_cursor: ids.length > limit ? (page[page.length - 1] ?? null) : null,
@@ -162,7 +165,7 @@ export class SessionService {
   }
 
   private async destroyNow(rec: SessionRecord, status: DoneStatusT): Promise<void> {
-    const { registry, runner, store, recorded, driver, config } = this.deps
+    const { registry, runner, stores, recorded, driver, config } = this.deps
     // A sandbox on another engine is removed there; one whose engine has no instance left stays for that engine's sweep.
     const where = await this.deps.engines.whereIs(rec)
     if (!where.here && where.instances.length) await this.deps.engines.mustBeHere(rec)
@@ -171,13 +174,13 @@ export class SessionService {
       live.state = 'stopping'
       await runner.endAll(live, status)
       registry.release(live)
-    } else if (!(await store.leaseHolder(rec.id))) {
+    } else if (!(await stores.leases.leaseHolder(rec.id))) {
       // No instance drives its executions (one that did would end them when the container goes).
       for (const ex of await recorded.unfinished(rec)) await recorded.endOrphaned(rec, ex, status, 'the session was deleted')
     }
     if (rec.container_id && where.here) await driver.remove(rec.container_id)
-    await store.deleteSession(rec)
-    await store.removeInstanceSession(config.instanceId, rec.id)
+    await stores.sessions.deleteSession(rec)
+    await stores.leases.removeInstanceSession(config.instanceId, rec.id)
   }
 
   /**
@@ -217,7 +220,7 @@ export class SessionService {
   }
 
   private async restartLive(rec: SessionRecord): Promise<LiveSession> {
-    const { registry, runner, adoption, store, driver, config } = this.deps
+    const { registry, runner, adoption, stores, driver, config } = this.deps
     const id = rec.id
     const old = registry.get(id)
     if (old) {
@@ -227,7 +230,7 @@ export class SessionService {
     } else {
       await adoption.claimLease(rec)
     }
-    await store.updateSession(id, { status: 'starting' })
+    await stores.sessions.updateSession(id, { status: 'starting' })
     let live: LiveSession | null = null
     try {
       const handle = await driver.restart(rec.container_id, id)
@@ -238,16 +241,16 @@ export class SessionService {
       await adoption.markDead(id)
       throw new AppError('sandbox_failed', 'the sandbox could not be restarted', { cause: err })
     }
-    await store.addInstanceSession(config.instanceId, id)
-    await store.updateSession(id, { status: 'ready', status_detail: '', execution_count: 0, last_active_at: Date.now() })
-    await store.setDeadline(id, Date.now() + rec.idle_timeout_s * 1000)
+    await stores.leases.addInstanceSession(config.instanceId, id)
+    await stores.sessions.updateSession(id, { status: 'ready', status_detail: '', execution_count: 0, last_active_at: Date.now() })
+    await stores.sessions.setDeadline(id, Date.now() + rec.idle_timeout_s * 1000)
     return live
   }
 
   /** The session's record; 404 session_not_found when it is missing or another tenant's. */
   async record(tenant: string, id: string): Promise<SessionRecord> {
     if (!tenant) throw new AppError('unauthorized', 'no tenant for this request')
-    const rec = await this.deps.store.getSession(id)
+    const rec = await this.deps.stores.sessions.getSession(id)
     if (!rec || rec.tenant !== tenant) throw new AppError('session_not_found', `no session ${id}`)
     return rec
   }

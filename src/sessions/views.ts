@@ -1,6 +1,6 @@
 // Stored records → the API's shapes (Session, Execution).
 import type { ExecutionT, SessionT } from '../schemas.js'
-import type { ExecutionRecord, LoggedEvent, SessionRecord } from '../store/redis-store.js'
+import type { ExecutionRecord, LoggedEvent, SessionRecord } from '../store/records.js'
 import { DEFAULT_TEMPLATE } from '../templates.js'
 
 const iso = (ms: number) => new Date(ms).toISOString()

@@ -1,7 +1,8 @@
 // Docker engines in Redis: each API instance reports its engine's free capacity and itself as one
 // of the engine's instances, with a time to live, so that creates are placed on the engine with the
 // most room and a session is taken over only by an instance on its own engine.
-import type { RedisStore } from './redis-store.js'
+import type { Redis } from 'ioredis'
+import type { RedisKeys } from './keys.js'
 
 /** What an engine reported last: its sandboxes' memory against what they may use. */
 export interface EngineReport {
@@ -40,12 +41,15 @@ end
 return 1`
 
 export class EngineStore {
-  constructor(private readonly store: RedisStore) {}
+  constructor(
+    private readonly redis: Redis,
+    private readonly keys: RedisKeys,
+  ) {}
 
   async report(r: EngineReport, instanceId: string, ttlMs: number): Promise<void> {
-    const k = this.store.keys
+    const k = this.keys
     const fields = { free_bytes: r.freeBytes, total_bytes: r.totalBytes, sandboxes: r.sandboxes, updated_at: r.updatedAt }
-    await this.store.redis.eval(
+    await this.redis.eval(
       REPORT,
       3,
       k.engines(),
@@ -60,16 +64,16 @@ export class EngineStore {
   }
 
   async withdraw(engineId: string, instanceId: string): Promise<void> {
-    const k = this.store.keys
-    await this.store.redis.eval(WITHDRAW, 3, k.engines(), k.engine(engineId), k.engineInstances(engineId), engineId, instanceId, Date.now())
+    const k = this.keys
+    await this.redis.eval(WITHDRAW, 3, k.engines(), k.engine(engineId), k.engineInstances(engineId), engineId, instanceId, Date.now())
   }
 
   /** Every engine with a live instance (but `except`), with its last report. */
   async live(except?: string): Promise<EngineReport[]> {
-    const k = this.store.keys
-    const ids = (await this.store.redis.zrangebyscore(k.engines(), Date.now(), '+inf')).filter((id) => id !== except)
+    const k = this.keys
+    const ids = (await this.redis.zrangebyscore(k.engines(), Date.now(), '+inf')).filter((id) => id !== except)
     if (ids.length === 0) return []
-    const p = this.store.redis.pipeline()
+    const p = this.redis.pipeline()
     for (const id of ids) p.hgetall(k.engine(id))
     const res = (await p.exec()) ?? []
     const out: EngineReport[] = []
@@ -87,7 +91,7 @@ export class EngineStore {
    * an instance stops, and within three beats when one dies).
    */
   async instances(engineId: string): Promise<string[]> {
-    const { redis, keys } = this.store
+    const { redis, keys } = this
     const ids = await redis.zrangebyscore(keys.engineInstances(engineId), Date.now(), '+inf')
     if (ids.length === 0) return []
     const p = redis.pipeline()

@@ -5,38 +5,18 @@
 import type { Redis } from 'ioredis'
 import type { Logger } from 'pino'
 import { isRedisUnavailable, retry } from '../retry.js'
-import type { Appended, LoggedEvent, RedisStore } from './redis-store.js'
+import type { Appended } from './event-bytes.js'
+import { LogReader } from './log-reader.js'
+import type { LoggedEvent } from './records.js'
+import type { Stores } from './stores.js'
 
 const BLOCK_MS = 5000
-/**
- * Events handed to one reader and not yet sent on: past this many bytes, it drops them and reads
- * Redis instead (a slow client). A fast client of bulk output (events of up to 64 KiB) is often a few
- * events behind: at 1 MiB it fell back to Redis about 25 times per 50 MB, and the API spent a third more CPU.
- */
-const PENDING_MAX_BYTES = 4 * 1024 * 1024
 
 interface Watcher {
   /** Something was appended that the reader must read from Redis. */
   wake(): void
   /** Entries this process appended, in the order Redis stored them. */
   deliver(a: Appended): void
-}
-
-/** Whether stream id `a` comes after `b` ("ms-seq"; '' before all). */
-export function isAfter(a: string, b: string): boolean {
-  if (b === '') return a !== ''
-  const [am = 0, as = 0] = a.split('-').map(Number)
-  const [bm = 0, bs = 0] = b.split('-').map(Number)
-  return am > bm || (am === bm && as > bs)
-}
-
-/** The entries of `a` after `last`, or null when `a` does not follow on from it (a gap: read Redis). */
-function followOn(a: Appended, last: string): LoggedEvent[] | null {
-  if (a.prev === last) return a.events
-  const i = a.events.findIndex((e) => e.id === last)
-  if (i >= 0) return a.events.slice(i + 1)
-  const newest = a.events.at(-1)
-  return newest && isAfter(newest.id, last) ? null : []
 }
 
 export class EventFeed {
@@ -51,7 +31,7 @@ export class EventFeed {
   private loopDone: Promise<void> | null = null
 
   constructor(
-    private readonly store: RedisStore,
+    private readonly stores: Pick<Stores, 'redis' | 'keys' | 'logs' | 'executions'>,
     private readonly blocking: Redis,
     private readonly log: Logger,
     /** Counts reads tried again while Redis could not answer. */
@@ -79,14 +59,14 @@ export class EventFeed {
 
   /** Wakes every reader of this execution's log (to read it from Redis). */
   notify(sid: string, eid: string): void {
-    for (const w of this.watchers.get(this.store.keys.events(sid, eid)) ?? []) w.wake()
+    for (const w of this.watchers.get(this.stores.keys.events(sid, eid)) ?? []) w.wake()
   }
 
   /** Hands entries this process appended (null: nothing known) to every reader of the log. */
   deliver(sid: string, eid: string, added: Appended | null): void {
     if (!added) return this.notify(sid, eid)
     if (added.events.length === 0) return
-    for (const w of this.watchers.get(this.store.keys.events(sid, eid)) ?? []) w.deliver(added)
+    for (const w of this.watchers.get(this.stores.keys.events(sid, eid)) ?? []) w.deliver(added)
   }
 
   /** Local watchers are woken by notify() and deliver() only; remote ones also by the XREAD loop. */
@@ -131,102 +111,19 @@ export class EventFeed {
     local = false,
     seed?: Appended,
   ): Promise<boolean> {
-    let last = afterId
-    let wake: (() => void) | null = null
-    let pending: Appended[] = seed ? [seed] : []
-    let pendingBytes = seed?.bytes ?? 0
-    let dirty = !seed
-    const unwatch = this.watch(
-      this.store.keys.events(sid, eid),
-      {
-        wake: () => {
-          dirty = true
-          wake?.()
-        },
-        deliver: (a) => {
-          if (pendingBytes + a.bytes > PENDING_MAX_BYTES) {
-            // A slow reader: Redis has them all, it reads them from there when it catches up.
-            pending = []
-            pendingBytes = 0
-            dirty = true
-          } else {
-            pending.push(a)
-            pendingBytes += a.bytes
-          }
-          wake?.()
-        },
-      },
-      !local,
-    )
-    const onAbort = () => wake?.()
-    signal.addEventListener('abort', onAbort)
-    // An empty first read asks whether the execution still runs (an ended one whose log is gone or
-    // trimmed has nothing to wait for); after that, only a read after a quiet while does.
-    let quiet = true
-    /** The record said the execution had ended: one more read gets what it logged before (its done), or nothing will come. */
-    let over = false
+    const reader = new LogReader({
+      afterId,
+      seed,
+      onEvent,
+      signal,
+      readPage: (after) => this.answered(() => this.stores.logs.readEventPage(sid, eid, after), signal),
+      isLive: () => this.answered(() => this.executionLive(sid, eid), signal),
+      quietMs: BLOCK_MS * 2,
+    })
+    const unwatch = this.watch(this.stores.keys.events(sid, eid), reader, !local)
     try {
-      while (!signal.aborted) {
-        // Entries handed over that follow on from `last`: sent without reading Redis.
-        while (pending.length > 0 && !signal.aborted) {
-          const a = pending.shift()!
-          pendingBytes -= a.bytes
-          const next = followOn(a, last)
-          if (next === null) {
-            pending = []
-            pendingBytes = 0
-            dirty = true
-            break
-          }
-          for (const e of next) {
-            if (signal.aborted) return false
-            await onEvent(e)
-            last = e.id
-            if (e.type === 'done') return true
-          }
-        }
-        if (!dirty && pending.length > 0) continue
-        if (!dirty) {
-          quiet = await new Promise<boolean>((resolve) => {
-            // Belt and braces against a lost wake-up, and a liveness check (below) when nothing comes.
-            const t = setTimeout(() => resolve(true), BLOCK_MS * 2)
-            t.unref()
-            wake = () => {
-              // Cleared: a pending timer would keep this reader (its events, its client's reply) alive for 10 s.
-              clearTimeout(t)
-              resolve(false)
-            }
-          })
-          wake = null
-          // Handed-over entries (or a wake that set dirty) brought it here; after a quiet while, read Redis anyway.
-          if (quiet) dirty = true
-          continue
-        }
-        dirty = false
-        const page = await this.answered(() => this.store.readEventPage(sid, eid, last), signal)
-        if (!page) return false
-        const { events, more } = page
-        for (const e of events) {
-          if (signal.aborted) return false
-          await onEvent(e)
-          last = e.id
-          if (e.type === 'done') return true
-        }
-        if (more) dirty = true
-        // Whatever is appended from here on is handed over or wakes this reader.
-        if (events.length > 0) continue
-        // Nothing new for a while: stop if the execution is gone, or ended with no `done` after `last`
-        // (the client resumed past it, or the log was trimmed or expired).
-        if (over) return false
-        if (quiet && !(await this.answered(() => this.executionLive(sid, eid), signal))) {
-          // It may have ended after the read above: the end's events and record are written together.
-          over = true
-          dirty = true
-        }
-      }
-      return false
+      return await reader.run()
     } finally {
-      signal.removeEventListener('abort', onAbort)
       unwatch()
     }
   }
@@ -251,14 +148,14 @@ export class EventFeed {
   }
 
   private async executionLive(sid: string, eid: string): Promise<boolean> {
-    const ex = await this.store.getExecution(sid, eid)
+    const ex = await this.stores.executions.getExecution(sid, eid)
     return ex !== null && (ex.status === 'queued' || ex.status === 'running')
   }
 
   private async unblock(): Promise<void> {
     if (this.blockingId === null) return
     try {
-      await this.store.redis.client('UNBLOCK', this.blockingId)
+      await this.stores.redis.client('UNBLOCK', this.blockingId)
     } catch {
       /* not blocked */
     }
@@ -286,7 +183,7 @@ export class EventFeed {
         for (const [key, entries] of res ?? []) {
           const lastEntry = entries[entries.length - 1]
           if (lastEntry && this.remote.has(key)) {
-            const [newest] = await this.store.redis.xrevrange(key, '+', '-', 'COUNT', 1)
+            const [newest] = await this.stores.redis.xrevrange(key, '+', '-', 'COUNT', 1)
             if (this.remote.has(key)) this.seen.set(key, newest?.[0] ?? lastEntry[0])
           }
           for (const w of this.watchers.get(key) ?? []) w.wake()

@@ -24,7 +24,7 @@ export function redisKeys(prefix: string) {
     tenantEndedLogs: (tenant: string) => `${prefix}tenant:${tenant}:ended-logs`,
     tenantTruncatedLogs: (tenant: string) => `${prefix}tenant:${tenant}:truncated-logs`,
     instanceSessions: (iid: string) => `${prefix}instance:${iid}:sessions`,
-    // The warm pool (src/sessions/pool.ts): an instance's heartbeat while it keeps pooled sandboxes,
+    // The warm pool (src/sessions/supply/pool.ts): an instance's heartbeat while it keeps pooled sandboxes,
     // and which session took each pooled container (container id → session id).
     instancePool: (iid: string) => `${prefix}instance:${iid}:pool`,
     poolBindings: () => `${prefix}pool-bindings`,

@@ -2,32 +2,27 @@
 // (REDIS_SENTINELS, REDIS_SENTINEL_NAME) so that Redis itself can fail over. Connections made from
 // this one with duplicate() (the blocking reader, the cluster's subscriber) follow the same master.
 import { Redis, type RedisOptions } from 'ioredis'
-import type { Config } from '../config.js'
 
-/** `host:port,host:port` → ioredis's sentinel list (a missing port is Sentinel's 26379); throws on a malformed entry. */
-export function parseSentinels(list: string): Array<{ host: string; port: number }> {
-  return list
-    .split(',')
-    .map((s) => s.trim())
-    .filter(Boolean)
-    .map((s) => {
-      // host, host:port, [v6 address]:port
-      const m = /^(?:\[([^\]]+)\]|([^:[\]]+))(?::(\d{1,5}))?$/.exec(s)
-      if (!m) throw new Error(`invalid sentinel address ${JSON.stringify(s)} (expected host:port)`)
-      return { host: (m[1] ?? m[2])!, port: m[3] ? Number(m[3]) : 26379 }
-    })
+/**
+ * Where the Redis master is, as src/config.ts parsed it (the store is handed its settings; it reads no
+ * configuration itself): REDIS_URL, or the sentinels that name the master (none: REDIS_URL is the master).
+ */
+export interface RedisTarget {
+  readonly REDIS_URL: string
+  readonly redisSentinels: ReadonlyArray<{ host: string; port: number }>
+  readonly REDIS_SENTINEL_NAME: string
 }
 
 /** A new connection to the Redis master: direct, or the master the sentinels name now (and after each failover). */
-export function connectRedis(config: Pick<Config, 'REDIS_URL' | 'REDIS_SENTINELS' | 'REDIS_SENTINEL_NAME'>, opts: RedisOptions = {}): Redis {
-  if (!config.REDIS_SENTINELS) return new Redis(config.REDIS_URL, opts)
+export function connectRedis(target: RedisTarget, opts: RedisOptions = {}): Redis {
+  if (target.redisSentinels.length === 0) return new Redis(target.REDIS_URL, opts)
   // Credentials and database still come from REDIS_URL (its host and port are the sentinels' to say).
-  const url = new URL(config.REDIS_URL)
+  const url = new URL(target.REDIS_URL)
   const db = Number(url.pathname.replace(/^\//, '') || 0)
   return new Redis({
     ...opts,
-    sentinels: parseSentinels(config.REDIS_SENTINELS),
-    name: config.REDIS_SENTINEL_NAME,
+    sentinels: [...target.redisSentinels],
+    name: target.REDIS_SENTINEL_NAME,
     ...(url.username ? { username: decodeURIComponent(url.username) } : {}),
     ...(url.password ? { password: decodeURIComponent(url.password) } : {}),
     db,

@@ -1,5 +1,6 @@
-// The Lua scripts of the session store (redis-store.ts): each runs atomically in Redis, sent once
-// per connection and then called by its SHA1 (scripts.ts).
+// The Lua scripts of the session, lease and quota stores (session-store.ts, lease-store.ts,
+// quota-store.ts; SESSION_ACTIVITY: an execution's start, execution-store.ts): each runs atomically
+// in Redis, sent once per connection and then called by its SHA1 (scripts.ts).
 import { luaScript } from './scripts.js'
 
 // Claims due ids atomically with a lease: their deadline moves to the end of the claim (ARGV[3]),

@@ -1,13 +1,13 @@
-// Engines (src/sessions/engines.ts) over an in-memory engine report: where a new session goes (the
+// Engines (src/sessions/supply/engines.ts) over an in-memory engine report: where a new session goes (the
 // live engine with the most free memory, ties and failures here), and whether a session's sandbox is
 // reachable from here, through instances on its engine, or nowhere any more; and REDIS_SENTINELS.
 import t from 'tap'
 import { pino } from 'pino'
-import { loadConfig } from '../../src/config.js'
+import { loadConfig, parseSentinels } from '../../src/config.js'
 import { AppError } from '../../src/errors.js'
 import { Engines, SessionOnOtherEngine } from '../../src/sessions/supply/engines.js'
 import type { EngineReport, EngineStore } from '../../src/store/engine-store.js'
-import { connectRedis, parseSentinels } from '../../src/store/redis-connect.js'
+import { connectRedis } from '../../src/store/redis-connect.js'
 
 const GIB = 1024 ** 3
 const config = loadConfig({ REPLCAST_API_KEYS: 'alpha=test-key-alpha-0001', REPLCAST_INSTANCE_ID: 'me' })
@@ -82,6 +82,11 @@ t.test('REDIS_SENTINELS: host:port lists, a default port, v6 addresses; a bad on
     { host: '::1', port: 5000 },
   ])
   t.same(parseSentinels(''), [])
+  t.same(
+    loadConfig({ REPLCAST_API_KEYS: 'alpha=test-key-alpha-0001', REDIS_SENTINELS: 'a:26380' }).redisSentinels,
+    [{ host: 'a', port: 26380 }],
+    'parsed once, kept in the config',
+  )
   t.throws(() => loadConfig({ REPLCAST_API_KEYS: 'alpha=test-key-alpha-0001', REDIS_SENTINELS: 'a:b:c' }), /invalid REDIS_SENTINELS/)
 })
 

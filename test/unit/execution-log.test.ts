@@ -1,4 +1,4 @@
-// ExecutionLog (src/sessions/execution-log.ts) with a store that records or settles its writes: the
+// ExecutionLog (src/sessions/runner/execution-log.ts) with a store that records or settles its writes: the
 // output that arrives together leaves in one write, with the execution's end when that came with it;
 // output that Redis has not stored yet is bounded per session. Past 2 MiB the sandbox's frames are
 // held back (they wait on its side of the channel) until Redis has caught up to 512 KiB; a failed
@@ -17,14 +17,17 @@ import { memoryTransportPair } from '../helpers/memory-transport.js'
 
 const KIB = 1024
 
+/** What the log writes to: its events (appendLive, appendLiveMany) and its end (recordEnd). */
+type LogStore = ExecutionLogDeps['stores']['logs'] & ExecutionLogDeps['stores']['executions']
+
 /** An ExecutionLog writing to `store`, and a live session on an in-memory REPL channel. */
-function setup(store: ExecutionLogDeps['store'], outputBytes: number) {
+function setup(store: LogStore, outputBytes: number) {
   const { transport, repl } = memoryTransportPair()
   const silent = pino({ level: 'silent' })
   const client = new ReplClient(transport, silent, { readyTimeoutMs: 1000, expectReady: false })
   const events = new ExecutionLog({
     config: loadConfig({ REPLCAST_API_KEYS: 't1=key-for-unit-tests' }),
-    store,
+    stores: { logs: store, executions: store },
     feed: { deliver: () => undefined },
     log: silent,
     metrics: createMetrics(),
@@ -145,7 +148,7 @@ t.test(
     const { live } = setup(store, 1024 * KIB)
     const events = new ExecutionLog({
       config: loadConfig({ REPLCAST_API_KEYS: 't1=key-for-unit-tests' }),
-      store,
+      stores: { logs: store, executions: store },
       feed: { deliver: (_sid, _eid, a) => void (a && delivered.push(a.events.map((e) => `${e.id} ${e.type}`))) },
       log: pino({ level: 'silent' }),
       metrics: createMetrics(),

@@ -5,7 +5,7 @@ import t, { type Test } from 'tap'
 import { pino } from 'pino'
 import { loadConfig, type Config } from '../../src/config.js'
 import { ReplClient } from '../../src/repl/repl-client.js'
-import { ExecutionRunner, type RunnerStore } from '../../src/sessions/runner/execution-runner.js'
+import { ExecutionRunner, type RunnerStores } from '../../src/sessions/runner/execution-runner.js'
 import { newPendingExecution, type PendingExecution } from '../../src/sessions/runner/execution.js'
 import type { LiveSession } from '../../src/sessions/runner/live-session.js'
 import { createMetrics } from '../../src/metrics.js'
@@ -15,7 +15,9 @@ import { eventJson } from '../../src/event-json.js'
 
 type Logged = { type: string; [k: string]: unknown }
 
-/** The runner's store in memory: records, one event list per log, the tenant's execution slots. */
+type RunnerStore = RunnerStores['executions'] & RunnerStores['logs'] & RunnerStores['quotas']
+
+/** The runner's stores in memory, as one: records, one event list per log, the tenant's execution slots. */
 class MemoryStore implements RunnerStore {
   readonly logs = new Map<string, Logged[]>()
   readonly records = new Map<string, Record<string, unknown>>()
@@ -105,10 +107,10 @@ function setup(t: Test, opts: { config?: Record<string, string>; outputBytes?: n
   }
   const runner = new ExecutionRunner({
     config,
-    store,
+    stores: { executions: store, logs: store, quotas: store },
     log,
     metrics: createMetrics(),
-    feed: { notify: () => undefined, deliver: () => undefined },
+    feed: { deliver: () => undefined },
     driver: {
       kill: async (id: string) => {
         killed.push(id)

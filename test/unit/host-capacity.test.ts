@@ -1,4 +1,4 @@
-// HostCapacity (src/sessions/host-capacity.ts) over an in-memory engine: a create does not list the
+// HostCapacity (src/sessions/supply/host-capacity.ts) over an in-memory engine: a create does not list the
 // engine again when it was listed a moment ago, yet a refusal always comes from a new listing, and
 // a place granted from the last listing is counted again, anew, once the sandbox exists.
 import t from 'tap'

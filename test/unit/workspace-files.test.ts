@@ -33,7 +33,7 @@ t.test('a file program that never answers fails the operation within the time li
     ['delete', () => files.delete('c1', 'a.txt', false)],
     ['put', () => files.put('c1', 'a.txt', [Buffer.from('x')], { maxBytes: 10 })],
   ] as const) {
-    await t.rejects(op(), { code: 'no_answer', message: /did not answer the file operation within 200 ms/ }, `${what} fails`)
+    await t.rejects<unknown>(op(), { code: 'no_answer', message: /did not answer the file operation within 200 ms/ }, `${what} fails`)
     t.ok(sockets.at(-1)?.destroyed, `${what}: the program's connection is closed`)
   }
 })

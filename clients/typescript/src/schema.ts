@@ -465,7 +465,7 @@ export interface components {
         ExecutionStatus: "queued" | "running" | "ok" | "error" | "interrupted" | "timeout" | "killed" | "oom";
         /** @description SSE event name */
         EventType: "status" | "stdout" | "stderr" | "result" | "display" | "error" | "limit" | "code" | "llm_call" | "final" | "done";
-        /** @description One event; fields present depend on type (see the README's event table) */
+        /** @description One event; fields present depend on type (see the event table in docs/api.md) */
         Event: {
             /** @description Position in the execution's event log (SSE id) */
             id: string;

@@ -60,7 +60,7 @@ export async function executionRoutes(
     },
     async (req, reply) => {
       const sid = req.params.id
-      const eid = await executions.submit(req.tenant, sid, req.body.code, req.body.timeout_s, undefined, req.body.language)
+      const eid = await executions.submit(req.tenant, sid, { code: req.body.code, timeoutS: req.body.timeout_s, language: req.body.language })
       return replyWithExecution(req, reply, { executions, streams }, req.tenant, sid, eid)
     },
   )

@@ -3,7 +3,7 @@
 // Only the instance that drives a log can end it; adoption ends those no instance drives.
 import type { DoneStatusT } from '../../schemas.js'
 import type { EventFeed } from '../../store/event-feed.js'
-import type { RedisStore } from '../../store/redis-store.js'
+import type { Stores } from '../../store/stores.js'
 import type { EventPayload } from './execution.js'
 import { newId } from '../ids.js'
 
@@ -21,7 +21,7 @@ export class DrivenLog {
 
   /** Appends an event; resolves with its id once it is in the log ('' when the tenant's max_event_bytes refused it). */
   async append(event: EventPayload): Promise<string> {
-    const id = await this.owner.store.appendEvent(this.sessionId, this.id, event, this.tenant, event.type === 'status')
+    const id = await this.owner.stores.logs.appendEvent(this.sessionId, this.id, event, this.tenant, event.type === 'status')
     this.owner.feed.notify(this.sessionId, this.id)
     return id ?? ''
   }
@@ -29,7 +29,7 @@ export class DrivenLog {
   /** Its work began: the record says running (and the log too, when it first said queued). */
   async markRunning(): Promise<void> {
     if (this.queued) await this.append({ type: 'status', state: 'running', execution_id: this.id })
-    await this.owner.store.updateExecution(this.sessionId, this.id, { status: 'running', started_at: Date.now() })
+    await this.owner.stores.executions.updateExecution(this.sessionId, this.id, { status: 'running', started_at: Date.now() })
   }
 
   /** What an interrupt of the session does while none of its REPL executions runs; true when it acted. */
@@ -44,7 +44,7 @@ export class DrivenLog {
   async finish(status: DoneStatusT, durationMs: number, started: boolean): Promise<void> {
     const done = { type: 'done', status, duration_ms: durationMs }
     try {
-      await this.owner.store.recordEnd(
+      await this.owner.stores.executions.recordEnd(
         this.sessionId,
         this.id,
         this.tenant,
@@ -63,7 +63,7 @@ export class DrivenLogs {
   private readonly open = new Map<string, DrivenLog>()
 
   constructor(
-    readonly store: RedisStore,
+    readonly stores: Pick<Stores, 'executions' | 'logs'>,
     readonly feed: EventFeed,
   ) {}
 
@@ -71,7 +71,7 @@ export class DrivenLogs {
   async create(sid: string, tenant: string, queued: boolean): Promise<DrivenLog> {
     const id = newId('exe')
     const state = queued ? 'queued' : 'running'
-    await this.store.createExecution(
+    await this.stores.executions.createExecution(
       {
         id,
         session_id: sid,

@@ -5,7 +5,9 @@ import type { Logger } from 'pino'
 import type { Config } from '../../config.js'
 import type { DoneStatusT } from '../../schemas.js'
 import type { EventFeed } from '../../store/event-feed.js'
-import { appendedAhead, type Appended, type RedisStore } from '../../store/redis-store.js'
+import { appendedAhead, type Appended } from '../../store/event-bytes.js'
+import type { EventLogStore } from '../../store/event-log-store.js'
+import type { ExecutionStore } from '../../store/execution-store.js'
 import { ownsLog, type EventPayload, type PendingExecution } from './execution.js'
 import type { LiveSession } from './live-session.js'
 import { LogTails } from './log-tails.js'
@@ -28,7 +30,7 @@ const BASE64_GROWTH = 1.4
 
 export interface ExecutionLogDeps {
   config: Config
-  store: Pick<RedisStore, 'appendLive' | 'appendLiveMany' | 'recordEnd'>
+  stores: { executions: Pick<ExecutionStore, 'recordEnd'>; logs: Pick<EventLogStore, 'appendLive' | 'appendLiveMany'> }
   feed: Pick<EventFeed, 'deliver'>
   log: Logger
   metrics: Metrics
@@ -80,7 +82,7 @@ export class ExecutionLog {
     if (bytes) this.sent(live, bytes)
     if (!ownsLog(ex)) {
       // A log another writes too (an agent's turn): its events go at once, in the order written.
-      this.store(live, ex, logId, [{ ...event, ...tag }], bytes, (events) => this.deps.store.appendLive(live.id, logId, events[0]!, live.tenant))
+      this.store(live, ex, logId, [{ ...event, ...tag }], bytes, (events) => this.deps.stores.logs.appendLive(live.id, logId, events[0]!, live.tenant))
       return
     }
     let box = this.outboxes.get(ex)
@@ -90,7 +92,9 @@ export class ExecutionLog {
       queueMicrotask(() => {
         if (this.outboxes.get(ex) !== opened) return // claimed by the end
         this.outboxes.delete(ex)
-        this.store(live, ex, logId, opened.events, opened.bytes, (events, ahead) => this.deps.store.appendLiveMany(live.id, logId, events, live.tenant, ahead))
+        this.store(live, ex, logId, opened.events, opened.bytes, (events, ahead) =>
+          this.deps.stores.logs.appendLiveMany(live.id, logId, events, live.tenant, ahead),
+        )
       })
     }
     box.events.push({ ...event, ...tag })
@@ -183,7 +187,7 @@ export class ExecutionLog {
    * write waits, up to REDIS_RETRY_MS, so a restart of Redis loses nothing; false when it never took.
    * When this instance knows where the log ends and `before` is small, local readers get the end
    * (`before`, then the done) when it is sent, with the ids Redis will give it, not one round trip
-   * later (see store(), and the README's "Output before Redis has stored it").
+   * later (see store(), and "Output before Redis has stored it" in docs/reliability.md).
    */
   async end(
     live: LiveSession,
@@ -215,14 +219,14 @@ export class ExecutionLog {
           deadlineMs: end + live.idleTimeoutS * 1000,
         }
       : null
-    const { store, metrics } = this.deps
+    const { stores, metrics } = this.deps
     metrics.executions.inc({ status })
     metrics.executionSeconds.observe(duration / 1000)
     const last = this.tails.settled(ex)
     const ahead = done && last !== null ? appendedAhead(last, before?.events ?? [], done) : null
     const expected = ahead ? ahead.events.at(-1)!.id : ''
     try {
-      const written = retry(() => store.recordEnd(live.id, ex.id, live.tenant, done, fields, session, before?.events, expected), {
+      const written = retry(() => stores.executions.recordEnd(live.id, ex.id, live.tenant, done, fields, session, before?.events, expected), {
         windowMs: this.deps.config.REDIS_RETRY_MS,
         retryable: isRedisUnavailable,
         onRetry: () => metrics.redisWriteRetries.inc(),

@@ -8,7 +8,11 @@ import type { DoneStatusT } from '../../schemas.js'
 import type { SandboxDriver } from '../../sandbox/driver.js'
 import type { ReplFrame } from '../../repl/protocol.js'
 import type { EventFeed } from '../../store/event-feed.js'
-import type { Appended, ExecutionRecord, RedisStore } from '../../store/redis-store.js'
+import type { Appended } from '../../store/event-bytes.js'
+import type { EventLogStore } from '../../store/event-log-store.js'
+import type { ExecutionStore } from '../../store/execution-store.js'
+import type { QuotaStore } from '../../store/quota-store.js'
+import type { ExecutionRecord } from '../../store/records.js'
 import { busyDeadline, countOf, frameToEvent, newPendingExecution, ownsLog, queuedRecord, unrefTimer, type PendingExecution } from './execution.js'
 import { ExecutionLog } from './execution-log.js'
 import { executionFrames, framesToReplay, LiveOverlap } from './log-replay.js'
@@ -18,15 +22,16 @@ import type { LlmRequestHandler, RunningExecution } from './llm-requests.js'
 import type { Metrics } from '../../metrics.js'
 import { retry } from '../../retry.js'
 
-/** The parts of the store, feed and driver the runner uses (narrow, so unit tests can stand in for them). */
-export type RunnerStore = Pick<
-  RedisStore,
-  'acquireRunningSlot' | 'releaseRunningSlot' | 'startExecution' | 'recordStart' | 'recordEnd' | 'appendLive' | 'appendLiveMany' | 'resumePoint'
->
+/** The parts of the stores, feed and driver the runner uses (narrow, so unit tests can stand in for them). */
+export interface RunnerStores {
+  executions: Pick<ExecutionStore, 'startExecution' | 'recordStart' | 'recordEnd'>
+  logs: Pick<EventLogStore, 'appendLive' | 'appendLiveMany' | 'resumePoint'>
+  quotas: Pick<QuotaStore, 'acquireRunningSlot' | 'releaseRunningSlot'>
+}
 
 export interface RunnerDeps {
   config: Config
-  store: RunnerStore
+  stores: RunnerStores
   feed: Pick<EventFeed, 'deliver'>
   driver: Pick<SandboxDriver, 'kill' | 'readStdoutLog'>
   log: Logger
@@ -48,7 +53,7 @@ export interface SandboxExit {
 
 export class ExecutionRunner {
   private readonly config: Config
-  private readonly store: RunnerStore
+  private readonly stores: RunnerStores
   private readonly log: Logger
   private readonly events: ExecutionLog
 
@@ -57,9 +62,9 @@ export class ExecutionRunner {
 
   constructor(private readonly deps: RunnerDeps) {
     this.config = deps.config
-    this.store = deps.store
+    this.stores = deps.stores
     this.log = deps.log
-    this.holds = new SlotHolds(deps.config, deps.store, deps.log)
+    this.holds = new SlotHolds(deps.config, deps.stores.quotas, deps.log)
     this.events = new ExecutionLog(deps)
   }
 
@@ -114,7 +119,7 @@ export class ExecutionRunner {
       if (!busy) ex.startedAt = Date.now()
       const status = ownsLog(ex) ? { type: 'status', state: busy ? 'queued' : 'running', execution_id: ex.id } : null
       const slot = { max: maxRunning, untilMs: slotUntil, ...(busy ? {} : { idleDeadlineMs: busyDeadline(live, ex, this.config) }) }
-      const started = await this.store.startExecution(queuedRecord(live, ex), status, slot)
+      const started = await this.stores.executions.startExecution(queuedRecord(live, ex), status, slot)
       if (started.result === 'no_slot')
         throw new AppError('quota_exceeded', `tenant has ${maxRunning} executions queued or running (the maximum)`, { headers: { 'retry-after': '1' } })
       if (started.result === 'no_session') throw new AppError('session_not_found', `no session ${live.id}`)
@@ -122,7 +127,7 @@ export class ExecutionRunner {
       if (started.result === 'started') added = started.added
     } catch (err) {
       // An error in the round trip itself may have left the slot taken.
-      if (!(err instanceof AppError)) await this.store.releaseRunningSlot(live.tenant, ex.id).catch(() => undefined)
+      if (!(err instanceof AppError)) await this.stores.quotas.releaseRunningSlot(live.tenant, ex.id).catch(() => undefined)
       throw err
     } finally {
       w.reserved--
@@ -159,7 +164,7 @@ export class ExecutionRunner {
       ex.startedAt = Date.now()
       const announce = ownsLog(ex) && !ex.announcedRunning
       const status = announce ? { type: 'status', state: 'running', execution_id: ex.id } : null
-      const recorded = this.store.recordStart(live.id, ex.id, ex.startedAt, status, busyDeadline(live, ex, this.config), live.tenant)
+      const recorded = this.stores.executions.recordStart(live.id, ex.id, ex.startedAt, status, busyDeadline(live, ex, this.config), live.tenant)
       ex.chain = (announce ? this.events.written(live, ex, 1, recorded) : recorded).catch((err: unknown) =>
         this.log.error({ err, sessionId: live.id, executionId: ex.id }, 'could not record the start of an execution'),
       )
@@ -240,7 +245,7 @@ export class ExecutionRunner {
     ex.startedAt = started
     ex.announcedRunning = true
     live.work.running = ex
-    const point = await this.store.resumePoint(live.id, rx.id)
+    const point = await this.stores.logs.resumePoint(live.id, rx.id)
     const raw = await this.deps.driver.readStdoutLog(live.containerId, started).catch((err: unknown) => {
       this.log.warn({ err }, 'could not read the sandbox log')
       return Buffer.alloc(0)

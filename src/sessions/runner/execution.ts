@@ -4,8 +4,7 @@ import type { Config } from '../../config.js'
 import { keepTextJson } from '../../event-json.js'
 import type { DoneStatusT } from '../../schemas.js'
 import type { ReplFrame } from '../../repl/protocol.js'
-import type { ExecutionRecord } from '../../store/redis-store.js'
-import type { LiveSession } from './live-session.js'
+import type { ExecutionRecord } from '../../store/records.js'
 
 export type EventPayload = { type: string; [k: string]: unknown }
 
@@ -103,7 +102,7 @@ export interface PendingExecution {
 }
 
 /** The record of an execution as it is queued in `live`; running from the start when it has started (`startedAt`). */
-export function queuedRecord(live: Pick<LiveSession, 'id' | 'tenant'>, ex: PendingExecution): ExecutionRecord {
+export function queuedRecord(live: { readonly id: string; readonly tenant: string }, ex: PendingExecution): ExecutionRecord {
   return {
     id: ex.id,
     session_id: live.id,
@@ -148,7 +147,7 @@ export function newPendingExecution(
 }
 
 /** The session's idle deadline while `ex` runs (from its start): after the longest it may run, its idle timeout. */
-export function busyDeadline(live: Pick<LiveSession, 'idleTimeoutS'>, ex: PendingExecution, config: Pick<Config, 'INTERRUPT_GRACE_MS'>): number {
+export function busyDeadline(live: { readonly idleTimeoutS: number }, ex: PendingExecution, config: Pick<Config, 'INTERRUPT_GRACE_MS'>): number {
   return ex.startedAt + ex.timeoutMs + config.INTERRUPT_GRACE_MS + live.idleTimeoutS * 1000
 }
 

@@ -3,7 +3,7 @@
 // will give them (execution-log.ts, appendedAhead in store/event-bytes.ts). Known from the write
 // that starts the log, for as long as every write after it was stored whole (none refused by the
 // tenant's budget, none failed).
-import type { Appended } from '../../store/redis-store.js'
+import type { Appended } from '../../store/event-bytes.js'
 import type { PendingExecution } from './execution.js'
 
 /**

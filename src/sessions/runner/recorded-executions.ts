@@ -4,29 +4,27 @@
 import type { Config } from '../../config.js'
 import type { DoneStatusT } from '../../schemas.js'
 import type { EventFeed } from '../../store/event-feed.js'
-import type { ExecutionRecord, RedisStore, SessionRecord } from '../../store/redis-store.js'
+import type { ExecutionRecord, SessionRecord } from '../../store/records.js'
+import type { Stores } from '../../store/stores.js'
 
 export class RecordedExecutions {
   constructor(
     private readonly config: Config,
-    private readonly store: RedisStore,
+    private readonly stores: Pick<Stores, 'executions' | 'logs'>,
     private readonly feed: EventFeed,
   ) {}
 
   /** The session's queued or running executions (however many records came after them), newest first. */
   async unfinished(rec: SessionRecord): Promise<ExecutionRecord[]> {
-    const { redis, keys } = this.store
-    const [recent, members] = await Promise.all([
-      // Executions recorded before the set of unfinished ones existed are among the newest few.
-      redis.lrange(keys.sessionExecutions(rec.id), 0, this.config.EXEC_QUEUE_DEPTH + 1),
-      redis.smembers(keys.sessionUnfinished(rec.id)),
-    ])
+    const { executions } = this.stores
+    // Executions recorded before the set of unfinished ones existed are among the newest few.
+    const [recent, members] = await executions.openCandidates(rec.id, this.config.EXEC_QUEUE_DEPTH + 2)
     const eids = [...new Set([...recent, ...members])]
-    const recs = await Promise.all(eids.map((eid) => this.store.getExecution(rec.id, eid)))
+    const recs = await Promise.all(eids.map((eid) => executions.getExecution(rec.id, eid)))
     const open = recs.filter((x): x is ExecutionRecord => x !== null && (x.status === 'queued' || x.status === 'running'))
     // Members whose record ended or expired without leaving the set: nothing may keep it growing.
     const closed = members.filter((eid) => !open.some((x) => x.id === eid))
-    if (closed.length) await redis.srem(keys.sessionUnfinished(rec.id), ...closed)
+    await executions.forgetUnfinished(rec.id, closed)
     return open.sort((a, b) => b.created_at - a.created_at)
   }
 
@@ -49,8 +47,8 @@ export class RecordedExecutions {
   async endOrphaned(rec: SessionRecord, ex: ExecutionRecord, status: DoneStatusT, why: string): Promise<void> {
     const end = Date.now()
     const duration = end - (ex.started_at ?? ex.created_at)
-    await this.store.appendEvent(rec.id, ex.id, { type: 'error', ename: 'SandboxError', evalue: why, traceback: [] }, rec.tenant, true)
-    await this.store.recordEnd(rec.id, ex.id, rec.tenant, { type: 'done', status, duration_ms: duration }, { status, ended_at: end }, null)
+    await this.stores.logs.appendEvent(rec.id, ex.id, { type: 'error', ename: 'SandboxError', evalue: why, traceback: [] }, rec.tenant, true)
+    await this.stores.executions.recordEnd(rec.id, ex.id, rec.tenant, { type: 'done', status, duration_ms: duration }, { status, ended_at: end }, null)
     this.feed.notify(rec.id, ex.id)
   }
 }

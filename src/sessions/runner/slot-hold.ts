@@ -1,10 +1,10 @@
 // A `done` from the REPL may be forged by the code it ends (they share a process), so the tenant's
 // slot of an execution that ends while another waits behind it is kept until that next execution
 // really starts in the REPL (its `status running`, which the REPL only sends once the main thread is
-// free) or ends. Without a next execution the slot is freed at `done`: see README, Security.
+// free) or ends. Without a next execution the slot is freed at `done`: see docs/security.md.
 import type { Logger } from 'pino'
 import type { Config } from '../../config.js'
-import type { RedisStore } from '../../store/redis-store.js'
+import type { QuotaStore } from '../../store/quota-store.js'
 import type { PendingExecution } from './execution.js'
 import type { LiveSession } from './live-session.js'
 
@@ -17,7 +17,7 @@ export class SlotHolds {
 
   constructor(
     private readonly config: Config,
-    private readonly store: Pick<RedisStore, 'acquireRunningSlot' | 'releaseRunningSlot'>,
+    private readonly quotas: Pick<QuotaStore, 'acquireRunningSlot' | 'releaseRunningSlot'>,
     private readonly log: Logger,
   ) {}
 
@@ -31,7 +31,7 @@ export class SlotHolds {
     const until = Date.now() + waiting.reduce((ms, q) => ms + q.timeoutMs + this.config.INTERRUPT_GRACE_MS, 0)
     try {
       // Not a new slot but the ended execution's own, kept: taken whatever the count.
-      await this.store.acquireRunningSlot(live.tenant, member, Number.MAX_SAFE_INTEGER, until)
+      await this.quotas.acquireRunningSlot(live.tenant, member, Number.MAX_SAFE_INTEGER, until)
       this.held.set(live, member)
     } catch (err) {
       this.log.warn({ err, sessionId: live.id }, 'could not keep the slot of an ended execution')
@@ -43,6 +43,6 @@ export class SlotHolds {
     const member = this.held.get(live)
     if (!member || (ended && member === ended.id + HOLD_SUFFIX)) return
     this.held.delete(live)
-    await this.store.releaseRunningSlot(live.tenant, member).catch((err: unknown) => this.log.warn({ err, sessionId: live.id }, 'could not free a kept slot'))
+    await this.quotas.releaseRunningSlot(live.tenant, member).catch((err: unknown) => this.log.warn({ err, sessionId: live.id }, 'could not free a kept slot'))
   }
 }

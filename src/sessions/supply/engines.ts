@@ -7,9 +7,11 @@ import type { Config } from '../../config.js'
 import { AppError } from '../../errors.js'
 import type { SandboxDriver } from '../../sandbox/driver.js'
 import type { EngineStore } from '../../store/engine-store.js'
-import type { RedisStore, SessionRecord } from '../../store/redis-store.js'
+import type { LeaseStore } from '../../store/lease-store.js'
+import type { SessionRecord } from '../../store/records.js'
+import type { SessionStore } from '../../store/session-store.js'
 import type { HostCapacity } from './host-capacity.js'
-import type { RecordedExecutions } from '../runner/recorded-executions.js'
+import type { RecordedExecutions } from '../runner/index.js'
 
 const MIB = 1024 * 1024
 
@@ -37,7 +39,7 @@ export interface EnginesDeps {
   capacity: Pick<HostCapacity, 'figures'>
   store: EngineStore
   log: Logger
-  records: Pick<RedisStore, 'getSession'>
+  records: Pick<SessionStore, 'getSession'>
 }
 
 export class Engines {
@@ -137,7 +139,7 @@ export class Engines {
  */
 export async function endStranded(
   deps: {
-    store: Pick<RedisStore, 'updateSession' | 'releaseLease'>
+    stores: { sessions: Pick<SessionStore, 'updateSession'>; leases: Pick<LeaseStore, 'releaseLease'> }
     recorded: Pick<RecordedExecutions, 'unfinished' | 'endOrphaned'>
     instanceId: string
     log: Logger
@@ -147,10 +149,10 @@ export async function endStranded(
   const why = strandedWhy(rec.engine)
   try {
     for (const ex of await deps.recorded.unfinished(rec)) await deps.recorded.endOrphaned(rec, ex, 'killed', why)
-    await deps.store.updateSession(rec.id, { status: 'dead', status_detail: why })
+    await deps.stores.sessions.updateSession(rec.id, { status: 'dead', status_detail: why })
     deps.log.warn({ sessionId: rec.id, engine: rec.engine }, 'no API instance left on the session engine: session ended')
   } finally {
-    await deps.store.releaseLease(rec.id, deps.instanceId).catch(() => undefined)
+    await deps.stores.leases.releaseLease(rec.id, deps.instanceId).catch(() => undefined)
   }
   throw new AppError('session_dead', why)
 }

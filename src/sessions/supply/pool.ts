@@ -75,6 +75,8 @@ export class WarmPool {
   private readonly inflight = new Set<Promise<void>>()
   /** Names of pool containers this instance made and may still hold unbound (the sweep leaves them alone). */
   private readonly names = new Set<string>()
+  /** Taken sandboxes still under their pool names: container id → the session they serve (see bind()). */
+  private readonly unnamed = new Map<string, string>()
   private failures = 0
   private pausedUntil = 0
   /** Requests under way that took (or are about to take) a pooled sandbox, and since when refills wait for them. */
@@ -179,9 +181,14 @@ export class WarmPool {
     })
   }
 
-  /** Records in Redis that `sessionId` took the sandbox (its labels say no session). */
+  /**
+   * Records in Redis that `sessionId` took the sandbox (its labels say no session); the sweep goes by
+   * that binding from here on. Then it is renamed after the session as a cold one is named (docs/operations.md),
+   * with the refill: after the reply, as it is a Docker call.
+   */
   async bind(sb: PooledSandbox, sessionId: string): Promise<void> {
     await this.deps.poolStore.bind(sb.handle.containerId, sessionId)
+    this.unnamed.set(sb.handle.containerId, sessionId)
   }
 
   /** Starts filling the pool (after the start-up sweep) and says this instance keeps one. */
@@ -202,7 +209,8 @@ export class WarmPool {
     if (this.retryTimer) clearTimeout(this.retryTimer)
     // A sandbox being made stops waiting for `ready` and removes itself; its creation is awaited.
     for (const e of this.starting.values()) e?.client.close()
-    await Promise.all([...this.ready.splice(0).map((e) => this.discard(e)), ...this.inflight])
+    // Taken sandboxes stay with their sessions (re-adopted later): those not yet renamed are renamed now.
+    await Promise.all([...this.ready.splice(0).map((e) => this.discard(e)), this.nameTaken(), ...this.inflight])
     this.gauge()
     if (this.size > 0) await this.deps.poolStore.endHeartbeat(this.deps.config.instanceId).catch(() => undefined)
   }
@@ -213,6 +221,8 @@ export class WarmPool {
     const now = Date.now()
     if (this.holds > 0 && this.ready.length + this.starting.size < this.size) this.heldSince ||= now
     const held = this.holds > 0 && this.heldSince > 0 ? this.heldSince + HOLD_MAX_MS - now : 0
+    // Renames are Docker calls too: they wait for the same requests as a create, but not for a backoff.
+    if (this.holds === 0 || (this.heldSince > 0 && held <= 0)) void this.nameTaken()
     const wait = Math.max(this.pausedUntil - now, held)
     if (wait > 0) {
       this.retryTimer ??= setTimeout(() => {
@@ -304,11 +314,27 @@ export class WarmPool {
     else log.warn({ err, failures: this.failures, retryInMs: delay }, 'could not make a pooled sandbox; backing off')
   }
 
+  /** Renames the taken sandboxes still under their pool names (see bind()); one that fails keeps its pool name, logged. */
+  private nameTaken(): Promise<void> {
+    if (this.unnamed.size === 0) return Promise.resolve()
+    const renames = [...this.unnamed].map(([containerId, sessionId]) =>
+      this.deps.driver
+        .nameAfterSession(containerId, sessionId)
+        .catch((err: unknown) => this.deps.log.warn({ err, containerId, sessionId }, 'could not name a taken pooled sandbox after its session')),
+    )
+    this.unnamed.clear()
+    // Awaited by close() like a create.
+    const done: Promise<void> = Promise.all(renames).then(() => void this.inflight.delete(done))
+    this.inflight.add(done)
+    return done
+  }
+
   /** Answers whether the sandbox still lives: its channel open and its REPL answering. */
   private async probe(e: Entry): Promise<boolean> {
     if (!e.alive) return false
     try {
-      await e.client.request('file_list', {}, PROBE_TIMEOUT_MS)
+      // Answered by the REPL's stdin reader at once (a hung REPL process, or one stopped, never answers).
+      await e.client.request('ping', {}, PROBE_TIMEOUT_MS)
     } catch {
       return false
     }

@@ -4,7 +4,7 @@
 import type { Config } from '../../config.js'
 import { ReplClosedError, ReplTimeoutError } from '../../repl/repl-client.js'
 import type { SandboxDriver, SandboxHandle } from '../../sandbox/driver.js'
-import type { SessionRecord } from '../../store/redis-store.js'
+import type { SessionRecord } from '../../store/records.js'
 import { DEFAULT_TEMPLATE } from '../../templates.js'
 import type { CapacityPlace, HostCapacity } from './host-capacity.js'
 import type { TakenSandbox, WarmPool } from './pool.js'

@@ -1,0 +1,8 @@
+// The execution machinery's face: what the session lifecycle (src/sessions/) uses of this room.
+// The runner is the one owner of execution state; the lifecycle holds it, it does not reach inside.
+export { DrivenLogs, type DrivenLog } from './driven-logs.js'
+export { newPendingExecution, type EventPayload, type PendingExecution } from './execution.js'
+export { ExecutionRunner } from './execution-runner.js'
+export type { LiveSession } from './live-session.js'
+export type { LlmReply, LlmRequestContext, LlmRequestHandler, RunningExecution } from './llm-requests.js'
+export { RecordedExecutions } from './recorded-executions.js'
