@@ -94,7 +94,7 @@ export function createSessionLayer(deps: SessionLayerDeps): SessionLayer {
   const sandboxes = new SandboxSource({ config, driver, capacity, templates, pool })
   const sessions = new SessionService({ config, store, driver, log, metrics, registry, runner, adoption, recorded, sandboxes, engines })
   const executions = new Executions({ config, store, feed, sessions, registry, adoption, runner, driven })
-  const workspace = driver.workspaceFiles(config.SANDBOX_USER)
+  const workspace = driver.workspaceFiles(config.SANDBOX_USER, config.FILE_STALL_TIMEOUT_MS)
   const files = new SessionFiles({ config, store, sessions, files: workspace, log: log.child({ component: 'files' }), engines })
   const oneShots = new OneShots({ config, sessions, executions, files, pool, log })
   const reaper = new Reaper({ config, store, driver, log, metrics, registry, sessions, adoption, runner, recorded, driven, engines })
