@@ -124,10 +124,10 @@ async function main(): Promise<void> {
     // The transports alone, on the same session's container.
     const list = await docker.listContainers({ filters: { label: [`${LABEL.session}=${sid}`] } })
     const cid = list[0]!.Id
-    const ws = new WorkspaceFiles({ docker, user: '1000:1000', timeoutMs: 30_000 })
+    const ws = new WorkspaceFiles({ docker, user: '1000:1000', timeoutMs: 30_000, stallMs: 30_000 })
     const execUp = await timed(ROUNDS, async () => void (await ws.put(cid, 'x.bin', chunks(data, 64 * 1024), { maxBytes: SIZE * 2 })))
     const execDown = await timed(ROUNDS, async () => {
-      const { body } = await ws.get(cid, 'x.bin')
+      const { body } = await ws.get(cid, 'x.bin', { maxBytes: SIZE * 2 })
       for await (const _ of body) void _
     })
     const execSmall = await timed(SMALL, async () => void (await ws.put(cid, 's.txt', [Buffer.from('hello')], { maxBytes: 100 })))

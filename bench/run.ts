@@ -6,6 +6,7 @@
 import { bulk } from './bulk.js'
 import { coldCreate } from './cold-create.js'
 import { density } from './density.js'
+import { fairShare } from './fair-share.js'
 import { firstOutput } from './first-output.js'
 import { latency } from './latency.js'
 import { idleMemory } from './memory.js'
@@ -24,6 +25,7 @@ const GROUPS: Record<string, (r: Report) => Promise<void>> = {
   bulk,
   'cold-create': coldCreate,
   soak,
+  'fair-share': fairShare,
 }
 
 const asked = process.argv.slice(2)

@@ -4,7 +4,8 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
 import { fastifySSE } from '@fastify/sse'
 import { eventJson } from './event-json.js'
 import type { Redis } from 'ioredis'
-import { pino, type Logger } from 'pino'
+import type { Logger } from 'pino'
+import { createLogger } from './http/logger.js'
 import { randomUUID } from 'node:crypto'
 import type { Config } from './config.js'
 import { DockerSandboxDriver } from './sandbox/docker-driver.js'
@@ -24,7 +25,9 @@ import { clientErrorHandler, frameworkErrorHandler, installProblemHandling } fro
 import { installRouteProblems } from './http/route-problems.js'
 import { API_VERSION, installOpenApi } from './http/openapi-doc.js'
 import { SseStreams } from './http/sse.js'
-import { redactUrl, streamTokenSecret } from './http/stream-token.js'
+import { streamTokenSecret } from './http/stream-token.js'
+import { parseQuery } from './http/query.js'
+import { installOriginFormOnly } from './http/request-target.js'
 import { sessionRoutes } from './http/routes/sessions.js'
 import { executionRoutes } from './http/routes/executions.js'
 import { oneShotRoutes } from './http/routes/one-shot.js'
@@ -53,16 +56,7 @@ export interface AppOptions {
 /** Builds the app; `await app.ready()` (or listen) also re-adopts sessions and starts the reaper. */
 export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   const { config } = opts
-  const log =
-    opts.logger ??
-    pino({
-      level: config.LOG_LEVEL,
-      redact: {
-        paths: ['req.headers.authorization', 'headers.authorization', '*.apiKey', '*.OPENAI_API_KEY', '*.REPLCAST_INTERNAL_SECRET'],
-        censor: '[redacted]',
-      },
-      serializers: { req: serializeRequest },
-    })
+  const log = opts.logger ?? createLogger(config.LOG_LEVEL)
   // A request fails fast (503 unavailable) while Redis is away; the connection keeps retrying.
   const redis = opts.redis ?? connectRedis(config, { lazyConnect: false, maxRetriesPerRequest: 1 })
   const blocking = redis.duplicate()
@@ -100,6 +94,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     genReqId: () => `req_${randomUUID()}`,
     frameworkErrors: frameworkErrorHandler,
     clientErrorHandler,
+    routerOptions: { querystringParser: parseQuery },
   })
   installProblemHandling(app)
   installRouteProblems(app)
@@ -110,6 +105,8 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
 
   const rate = new RateLimiter(stores.quotas, (err) => log.warn({ err }, 'could not add request counts to Redis; retrying'), opts.now)
   const auth = authenticate(config, stores.leases, rate, (req) => cluster.isInternal(req.raw), opts.now)
+  // Before anything reads the URL: a path, never a URL naming a host.
+  installOriginFormOnly(app)
   // Decided on the matched route, never on the raw URL (absolute-form or percent-encoded paths).
   app.addHook('onRequest', async (req) => {
     if (isAuthenticatedRoute(req.routeOptions.url)) await auth(req)
@@ -162,9 +159,4 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     }
   })
   return app
-}
-
-/** Request log fields: no headers (keys), no access tokens in the URL. */
-function serializeRequest(req: { method?: string; url?: string; id?: string }): Record<string, unknown> {
-  return { method: req.method, url: redactUrl(req.url ?? ''), id: req.id }
 }

@@ -43,7 +43,11 @@ export const ConfigSchema = Type.Object({
     '',
     "URL at which other API instances reach this one (default http://HOST:PORT, with this host's name when HOST is 0.0.0.0 or ::)",
   ),
-  REPLCAST_INTERNAL_SECRET: Str('', 'Secret that marks requests one API instance passes to another (never logged); empty: one made once and kept in Redis'),
+  REPLCAST_INTERNAL_SECRET: Str(
+    '',
+    'Keys that sign requests one API instance passes to another (never logged), comma-separated: the first signs, every one verifies; empty: keys kept in Redis and rotated every INTERNAL_KEY_ROTATE_S',
+  ),
+  INTERNAL_KEY_ROTATE_S: Int(3600, 60, 30 * 86400, 'How often the hop keys kept in Redis are replaced (a replaced key verifies until two newer ones exist)'),
   INSTANCE_HEARTBEAT_MS: Int(
     1000,
     50,
@@ -75,17 +79,24 @@ export const ConfigSchema = Type.Object({
     1 << 30,
     'Protocol violations (invalid lines, sequence gaps, oversized frames) a sandbox may make within 10 s before its session is ended as hostile',
   ),
+  SANDBOX_OUTPUT_BYTES_PER_S: Int(
+    4 * 1024 * 1024,
+    64 * 1024,
+    2 ** 40,
+    "Bytes of one sandbox's output the API handles per second while other sandboxes' output is handled too (past it the sandbox's writes wait, so a flood slows only itself); a sandbox writing alone is not held back",
+  ),
   HOST_MEMORY_SHARE: Num(
     0.8,
     0.05,
     4,
     "Share of the Docker host's memory that its sandboxes' memory limits may add up to; past it new sessions answer 503 capacity. Above 1 it overcommits (a limit is a ceiling: an idle session uses a few MiB; under pressure the OOM killer picks sandboxes first)",
   ),
-  DOCKER_TIMEOUT_MS: Int(
+  DOCKER_TIMEOUT_MS: Int(30000, 100, 600000, 'Timeout of one Docker engine call (create, start, inspect, kill, remove, list, exec)'),
+  FILE_STALL_TIMEOUT_MS: Int(
     30000,
     100,
     600000,
-    'Timeout of one Docker engine call (create, start, inspect, kill, remove, list), and of the first answer of a workspace file operation',
+    "How long a workspace file operation may wait on its sandbox without progress (its first answer, each write of an upload, each read of a download, the answer after an upload); past it the request answers 503 unavailable, or a download is cut short, and the sandbox's file program is killed",
   ),
   REDIS_RETRY_MS: Int(
     30000,
@@ -105,7 +116,7 @@ export const ConfigSchema = Type.Object({
   EXEC_QUEUE_DEPTH: Int(8, 0, 1000, 'Executions that may wait behind the running one in a session'),
   MAX_STREAM_BYTES: Int(1_000_000, 1024, 1 << 30, 'Output bytes streamed per execution before dropping'),
   MAX_IMAGE_BYTES: Int(5_000_000, 1024, 1 << 30, 'Bytes per image before dropping'),
-  MAX_FILE_BYTES: Int(1 << 30, 1, 2 ** 40, "Largest file one PUT .../files/{path} may upload (the session's workspace_mb bounds it too)"),
+  MAX_FILE_BYTES: Int(1 << 30, 1, 2 ** 40, "Largest file one PUT .../files/{path} may upload or one GET download (the session's workspace_mb bounds both too)"),
   INTERRUPT_GRACE_MS: Int(2000, 50, 600000, 'How long an interrupt may take before the sandbox is killed'),
   EVENT_LOG_MAXLEN: Int(10000, 100, 10_000_000, 'Events kept per execution'),
   EVENT_LOG_TTL_S: Int(3600, 10, 30 * 86400, "How long an ended execution's events are kept"),

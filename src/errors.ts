@@ -23,6 +23,7 @@ export const ERRORS = {
   nothing_running: { status: 409, title: 'No execution is running' },
   payload_too_large: { status: 413, title: 'The request body is too large' },
   workspace_full: { status: 413, title: "The session's workspace has no room for this" },
+  file_too_large: { status: 413, title: 'The file is larger than a download may be' },
   unsupported_media_type: { status: 415, title: 'Unsupported content type' },
   headers_too_large: { status: 431, title: 'The request headers are too large' },
   quota_exceeded: { status: 429, title: 'A tenant quota is exhausted' },

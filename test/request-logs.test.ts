@@ -39,3 +39,22 @@ t.test("a request's log lines carry its ids, and the next request's lines only t
   t.equal(other!.executionId, undefined)
   for (const l of started) t.equal(l.tenant, undefined, 'nothing is bound before the request is authenticated')
 })
+
+t.test('an access token is redacted from the log however its name is spelled', async (t) => {
+  const lines: string[] = []
+  const h = await startApp(t, {}, { logLines: lines })
+  const sid = await createSession(h.url)
+  const run = await api(h.url, 'POST', `/v1/sessions/${sid}/executions`, { code: 'print(1)' })
+  const events = `/v1/sessions/${sid}/executions/${run.body.id as string}/events`
+  for (const name of ['access_token', 'access%5Ftoken', 'access%5ftoken', '%61ccess_token']) {
+    const token = (await api(h.url, 'POST', `${events}-token`)).body.token as string
+    const res = await api(h.url, 'GET', `${events}?${name}=${encodeURIComponent(token)}`, undefined, { key: '', headers: { accept: 'text/event-stream' } })
+    t.equal(res.status, 200, `?${name}= is accepted as the token`)
+    const leaked = lines.filter((l) => l.includes(token.split('.')[1]!))
+    t.same(leaked, [], `and its value is in no log line`)
+    t.ok(
+      lines.some((l) => l.includes(`${name}=[redacted]`)),
+      'the line shows the name as sent, its value redacted',
+    )
+  }
+})

@@ -6,7 +6,9 @@ sandbox user (never through the REPL, so a busy or wedged REPL does not matter):
 stdout: JSON header lines, then (get) the file's raw bytes. put reads its data from stdin in
 frames (4-byte big-endian length, then that many bytes; length 0 commits) after saying
 {"ready": true}, writes a temporary file beside the target and renames it over the target
-only on commit, so an upload that fails or is cut off leaves the workspace as it was.
+only on commit, so an upload that fails or is cut off leaves the workspace as it was. get
+refuses a file larger than its max_bytes from its size, before sending anything. kill ends
+the program whose arguments carry a tag (the API let it go: sandbox code may have stopped it).
 
 Paths are checked here, inside the container: lexically (no absolute paths, `..`, NUL),
 then resolved with realpath (symlinks included) and refused when they lead outside the
@@ -35,10 +37,11 @@ DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class Fail(Exception):
-    def __init__(self, code, message):
+    def __init__(self, code, message, size=None):
         super().__init__(message)
         self.code = code
         self.message = message
+        self.size = size
 
 
 ERRNO_CODES = {
@@ -170,7 +173,7 @@ def op_put(ws, args):
         raise Fail("invalid_path", "%s: is not a regular file" % rel)
     if mode is None:
         mode = stat.S_IMODE(before.st_mode) if before is not None else 0o644
-    temp = TEMP_PREFIX + os.urandom(8).hex()
+    temp = upload_prefix(args.get("tag")) + os.urandom(8).hex()
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dfd)
     try:
         emit({"ready": True})
@@ -189,6 +192,16 @@ def op_put(ws, args):
         raise
     st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
     return dict(ws.entry(rel, st), ok=True, created=before is None, size=size)
+
+
+def is_tag(tag):
+    """A run's tag, as the API makes them: a few hex digits."""
+    return isinstance(tag, str) and 0 < len(tag) <= 32 and all(c in "0123456789abcdef" for c in tag)
+
+
+def upload_prefix(tag):
+    """The start of a put's temporary file names: its tag in them lets kill remove them."""
+    return TEMP_PREFIX + tag + "-" if is_tag(tag) else TEMP_PREFIX
 
 
 def read_exact(n):
@@ -238,6 +251,10 @@ def op_get(ws, args):
         raise Fail("is_a_directory", "%s: is a folder" % rel)
     if not stat.S_ISREG(st.st_mode):
         raise Fail("invalid_path", "%s: is not a regular file" % rel)
+    max_bytes = args.get("max_bytes")
+    if max_bytes is not None and st.st_size > max_bytes:
+        # Told from the size before a byte is sent (a sparse file may claim far more than the disk holds).
+        raise Fail("too_large", "%s: %d bytes, more than the %d a download may have" % (rel, st.st_size, max_bytes), st.st_size)
     emit(dict(ws.entry(rel, st), ok=True))
     global STREAMING
     STREAMING = True  # from here on stdout is the file's bytes: a failure can only cut them short
@@ -324,7 +341,54 @@ def op_delete(ws, args):
     return {"ok": True}
 
 
-OPS = {"put": op_put, "get": op_get, "list": op_list, "delete": op_delete}
+def op_kill(ws, args):
+    """Kills the file program whose arguments carry the tag `target`: the API let it go before it
+    ended, and sandbox code may have stopped it (SIGSTOP), which would keep its `docker exec` open
+    for as long as the sandbox lives. Only this user's processes can be signalled; SIGKILL ends a
+    stopped process too."""
+    target = args.get("target")
+    if not is_tag(target):
+        raise Fail("bad_request", "kill needs the target's tag (hex digits)")
+    script = os.fsencode(sys.argv[0])  # the targets were started with the same path
+    killed = 0
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % name, "rb") as f:
+                argv = f.read().split(b"\0")
+            theirs = json.loads(argv[-2]) if len(argv) >= 3 and argv[-3] == script else None
+        except (OSError, ValueError):
+            continue  # gone meanwhile, or not a file program
+        if isinstance(theirs, dict) and theirs.get("tag") == target and theirs.get("op") != "kill":
+            try:
+                os.kill(int(name), signal.SIGKILL)
+            except OSError:
+                continue
+            killed += 1
+            if theirs.get("op") == "put":
+                drop_uploads(ws, theirs.get("path"), target)
+    return {"ok": True, "killed": killed}
+
+
+def drop_uploads(ws, path, tag):
+    """Removes the temporary files of the put tagged `tag`: killed, it cannot remove them itself."""
+    try:
+        dfd = ws.open_dir(ws.real(path)[:-1])
+    except (Fail, OSError):
+        return  # the path changed meanwhile: what is left is sandbox code's doing
+    try:
+        for name in os.listdir(dfd):
+            if name.startswith(upload_prefix(tag)):
+                try:
+                    os.unlink(name, dir_fd=dfd)
+                except OSError:
+                    pass
+    finally:
+        os.close(dfd)
+
+
+OPS = {"put": op_put, "get": op_get, "list": op_list, "delete": op_delete, "kill": op_kill}
 STREAMING = False
 
 
@@ -335,7 +399,7 @@ def main(argv):
         args = json.loads(argv[1])
         op = OPS[args["op"]]
     except (IndexError, ValueError, KeyError, TypeError):
-        emit({"ok": False, "code": "bad_request", "message": "usage: fileio.py '{\"op\": \"put|get|list|delete\", ...}'"})
+        emit({"ok": False, "code": "bad_request", "message": "usage: fileio.py '{\"op\": \"put|get|list|delete|kill\", ...}'"})
         return 2
     try:
         result = op(Workspace(ROOT), args)
@@ -343,7 +407,10 @@ def main(argv):
         if STREAMING:
             return 1
         fail = exc if isinstance(exc, Fail) else os_fail(exc, args.get("path"))
-        emit({"ok": False, "code": fail.code, "message": fail.message})
+        answer = {"ok": False, "code": fail.code, "message": fail.message}
+        if fail.size is not None:
+            answer["size"] = fail.size  # too_large of a get: the file's size
+        emit(answer)
         return 1
     if result is not None:
         emit(result)

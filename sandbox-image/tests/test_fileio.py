@@ -5,6 +5,7 @@ planted by sandbox code included.
 
 import json
 import os
+import signal
 import stat
 import struct
 import subprocess
@@ -93,6 +94,40 @@ class FileIoTests(unittest.TestCase):
         self.assert_fails({"op": "put", "path": "big.bin", "max_bytes": 1000}, "too_large", frames(b"x" * 5000))
         self.assertFalse(os.path.exists(self.ws_path("big.bin")))
         self.assertEqual(self.leftovers(), [])
+
+    def test_a_get_past_its_size_bound_is_refused_from_the_size_before_any_byte(self):
+        with open(self.ws_path("sparse.bin"), "wb") as f:
+            f.truncate(1 << 34)  # 16 GiB that take no room
+        lines, data = self.run_op({"op": "get", "path": "sparse.bin", "max_bytes": 1 << 20})
+        self.assertEqual([(line["ok"], line["code"], line["size"]) for line in lines], [(False, "too_large", 1 << 34)])
+        self.assertEqual(data, b"")
+        with open(self.ws_path("small.bin"), "wb") as f:
+            f.write(b"x" * 100)
+        lines, data = self.run_op({"op": "get", "path": "small.bin", "max_bytes": 100})
+        self.assertEqual((lines[0]["ok"], data), (True, b"x" * 100), "a file of exactly the bound is sent")
+
+    def test_kill_ends_a_stopped_program_by_its_tag_and_removes_its_upload(self):
+        env = dict(os.environ, REPLCAST_WORKSPACE=self.ws)
+
+        def start(tag):
+            proc = subprocess.Popen([sys.executable, "-I", "-S", PROGRAM, json.dumps({"op": "put", "path": "d/x.bin", "tag": tag})],
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd=self.ws)
+            self.addCleanup(lambda: (proc.kill(), proc.communicate()))
+            return proc
+
+        target, other = start("0abc"), start("0abd")
+        for proc in (target, other):
+            self.assertEqual(json.loads(proc.stdout.readline()), {"ready": True})
+            proc.stdin.write(frames(b"partial", commit=False))
+            proc.stdin.flush()
+            os.kill(proc.pid, signal.SIGSTOP)
+        self.assertEqual(len(self.leftovers()), 2)
+        self.assertEqual(self.result({"op": "kill", "target": "0abc"}), {"ok": True, "killed": 1})
+        self.assertEqual(target.wait(timeout=10), -signal.SIGKILL)
+        self.assertIsNone(other.poll(), "a program with another tag is left alone")
+        self.assertEqual([n.startswith(".replcast-upload-0abd-") for n in self.leftovers()], [True], "only the killed put's upload is removed")
+        self.assertEqual(self.result({"op": "kill", "target": "0abc"}), {"ok": True, "killed": 0})
+        self.assert_fails({"op": "kill", "target": ""}, "bad_request")
 
     def test_get_and_delete_of_missing_files(self):
         self.assert_fails({"op": "get", "path": "nope.txt"}, "not_found")

@@ -26,15 +26,32 @@ export class AgentError extends Error {
   }
 }
 
+export interface LlmErrorOptions {
+  cause?: unknown
+  /**
+   * The request may have reached the model, which may have made (and billed) a completion this
+   * error does not account for, so the call is charged its whole grant. False when the request
+   * never left, or the endpoint refused it (HTTP 4xx) before making anything. Default true.
+   */
+  spendUnknown?: boolean
+  /** Milliseconds to wait before trying again, when a retry may succeed (HTTP 408/409/429/5xx, a lost connection); null: do not retry. */
+  retryAfterMs?: number | null
+}
+
 /** A failed model call; `kind` says how it failed. */
 export class LlmError extends AgentError {
+  readonly spendUnknown: boolean
+  readonly retryAfterMs: number | null
+
   constructor(
     message: string,
     readonly kind: 'http' | 'timeout' | 'aborted' | 'protocol' | 'connection' | 'budget',
-    options?: { cause?: unknown },
+    options: LlmErrorOptions = {},
   ) {
-    super(`llm_${kind}`, message, options)
+    super(`llm_${kind}`, message, 'cause' in options ? { cause: options.cause } : undefined)
     this.name = 'LlmError'
+    this.spendUnknown = options.spendUnknown ?? true
+    this.retryAfterMs = options.retryAfterMs ?? null
   }
 }
 
@@ -45,7 +62,7 @@ export class LlmBudgetError extends LlmError {
     readonly what: 'llm_calls' | 'llm_tokens',
     readonly retryAfterS: number,
   ) {
-    super(message, 'budget')
+    super(message, 'budget', { spendUnknown: false })
     this.name = 'LlmBudgetError'
   }
 }

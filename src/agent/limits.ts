@@ -36,6 +36,12 @@ export const DEFAULT_SUB_CALL_BUDGET: SubCallBudget = { max_calls: 50, max_concu
 export const SUB_CALL_CEILINGS: SubCallBudget = { max_calls: 1000, max_concurrency: 16, timeout_s: 600, max_tokens: 5_000_000 }
 /** Completion tokens asked for one sub-call (lowered to what the token budget has left). */
 export const SUB_CALL_MAX_TOKENS = 4096
+/**
+ * Requests one sub-call may make: the first and a retry after a failure worth retrying (HTTP
+ * 408/409/429/5xx, a lost connection). Each is charged to the tenant's budget as a call, and to
+ * both budgets' tokens (a turn's max_calls counts prompts, not attempts).
+ */
+export const SUB_CALL_ATTEMPTS = 2
 
 /** History: entries kept per session in Redis, and how many recent ones go into a prompt by default. */
 export const HISTORY_KEEP = 200

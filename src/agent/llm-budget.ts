@@ -1,6 +1,9 @@
 // Per-tenant LLM spend, across executions, turns and API instances: calls and tokens per minute
 // and per UTC day, counted in Redis in fixed windows. A call reserves before it is made (its
-// prompt's estimate plus the completion it may ask for) and is settled with its real use after.
+// prompt's estimate plus the completion it may ask for) and is settled after with what it spent:
+// the use the model reports, else its callers' estimate. Spend is charged when it is spent: a
+// request that left and was abandoned, timed out or failed without saying keeps its whole grant
+// (the model may have made, and billed, the completion), and each attempt reserves on its own.
 import type { Redis } from 'ioredis'
 import type { Logger } from 'pino'
 import type { RedisKeys } from '../store/keys.js'
@@ -78,7 +81,7 @@ export interface BudgetRequest {
 export interface Reservation {
   /** Tokens granted, between the request's minTokens and maxTokens. */
   readonly tokens: number
-  /** Replaces the tokens reserved with those the call used. Never throws. */
+  /** Replaces the tokens reserved with those the call used (the grant itself keeps them all). Never throws. */
   settle(usedTokens: number): Promise<void>
 }
 

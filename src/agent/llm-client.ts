@@ -1,6 +1,7 @@
 // The one wrapper around the `openai` SDK: a streamed reply as an async iterable of text
 // deltas, and a plain completion for sub-calls. It turns the SDK's edges (silent early end,
-// a stalled stream, malformed chunks, HTTP errors) into one error type with a clear message.
+// a stalled stream, malformed chunks, HTTP errors) into one error type with a clear message,
+// which also says whether the call may have cost tokens and whether it is worth retrying.
 import { OpenAI } from 'openai'
 import type { Logger } from 'pino'
 import { LlmError } from './errors.js'
@@ -24,12 +25,19 @@ export interface CallOptions {
 export interface LlmClient {
   /** Streams the reply's text deltas; `usage()` is known after the iteration ends. Throws LlmError. */
   streamReply(messages: ChatMessage[], opts: CallOptions): { deltas: AsyncIterable<string>; usage: () => Usage | null }
-  /** One complete reply (sub-calls). Throws LlmError. */
+  /** One complete reply (sub-calls), one request: never retried here. Throws LlmError. */
   complete(messages: ChatMessage[], opts: CallOptions): Promise<{ text: string; usage: Usage | null }>
 }
 
 /** Rough token count for servers that report no usage: about four characters a token. */
 export const estimateTokens = (chars: number): number => Math.ceil(chars / 4)
+
+/** The wait before retrying a failed call when the endpoint names none (the SDK's first backoff), ms. */
+const RETRY_DELAY_MS = 500
+/** The longest wait asked for by Retry-After that is honoured (a longer one gets the default, as in the SDK), ms. */
+const MAX_RETRY_WAIT_MS = 60_000
+/** Error codes of a connection that was never made: the request cannot have reached the model. */
+const NEVER_CONNECTED = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH'])
 
 export class OpenAiLlmClient implements LlmClient {
   private readonly sdk: OpenAI
@@ -39,7 +47,8 @@ export class OpenAiLlmClient implements LlmClient {
     this.sdk = new OpenAI({
       baseURL,
       apiKey: apiKey || 'not-needed',
-      // A live turn fails fast rather than retrying behind the user's back; sub-calls retry once.
+      // Never retried behind our back: every attempt that leaves costs tokens, and each must be
+      // charged to the tenant's budget. A live turn fails fast; sub-calls retry themselves.
       maxRetries: 0,
       timeout: 10 * 60 * 1000,
       logger: {
@@ -55,13 +64,14 @@ export class OpenAiLlmClient implements LlmClient {
     let usage: Usage | null = null
     const sdk = this.sdk
     const deltas = async function* (): AsyncGenerator<string> {
+      if (opts.signal.aborted) throw cancelledBeforeSent()
       const idle = new IdleWatch(opts.idleTimeoutMs, opts.signal)
       let finished = false
       try {
         const stream = await idle.guard(
           sdk.chat.completions.create(
             { model: opts.model, messages, stream: true, max_tokens: opts.maxTokens, stream_options: { include_usage: true } },
-            { signal: idle.signal, maxRetries: 0 },
+            { signal: idle.signal },
           ),
         )
         const it = stream[Symbol.asyncIterator]()
@@ -88,11 +98,10 @@ export class OpenAiLlmClient implements LlmClient {
   }
 
   async complete(messages: ChatMessage[], opts: CallOptions): Promise<{ text: string; usage: Usage | null }> {
+    if (opts.signal.aborted) throw cancelledBeforeSent()
     const idle = new IdleWatch(opts.idleTimeoutMs, opts.signal)
     try {
-      const res = await idle.guard(
-        this.sdk.chat.completions.create({ model: opts.model, messages, max_tokens: opts.maxTokens }, { signal: idle.signal, maxRetries: 1 }),
-      )
+      const res = await idle.guard(this.sdk.chat.completions.create({ model: opts.model, messages, max_tokens: opts.maxTokens }, { signal: idle.signal }))
       const text = res.choices?.[0]?.message?.content
       if (typeof text !== 'string') throw new LlmError('the model answered without text', 'protocol')
       const u = res.usage
@@ -164,18 +173,47 @@ class IdleWatch {
   }
 }
 
+const cancelledBeforeSent = () => new LlmError('the model call was cancelled', 'aborted', { spendUnknown: false })
+
+/** Errors of a request that left count as spent (`spendUnknown`, the default) unless the endpoint refused it or it never connected. */
 function toLlmError(err: unknown, idle: IdleWatch, opts: CallOptions): LlmError {
   if (err instanceof LlmError) return err
   if (idle.timedOut) return new LlmError(`the model sent nothing for ${Math.round(opts.idleTimeoutMs / 100) / 10} s`, 'timeout', { cause: err })
   if (opts.signal.aborted) return new LlmError('the model call was cancelled', 'aborted', { cause: err })
   if (err instanceof OpenAI.APIError && typeof err.status === 'number') {
-    return new LlmError(`the model endpoint answered HTTP ${err.status}: ${firstLine(err.message)}`, 'http', { cause: err })
+    return new LlmError(`the model endpoint answered HTTP ${err.status}: ${firstLine(err.message)}`, 'http', {
+      cause: err,
+      spendUnknown: err.status < 400 || err.status >= 500,
+      retryAfterMs: retryAfterMs(err.status, err.headers as Headers | undefined),
+    })
   }
   if (err instanceof OpenAI.APIConnectionError)
-    return new LlmError(`could not reach the model endpoint (${firstLine(err.message)})`, 'connection', { cause: err })
+    return new LlmError(`could not reach the model endpoint (${firstLine(err.message)})`, 'connection', {
+      cause: err,
+      spendUnknown: !neverConnected(err),
+      retryAfterMs: RETRY_DELAY_MS,
+    })
   if (err instanceof OpenAI.APIError) return new LlmError(`the model reported an error: ${firstLine(err.message)}`, 'protocol', { cause: err })
   if (err instanceof SyntaxError) return new LlmError("the model's stream sent a malformed chunk", 'protocol', { cause: err })
   return new LlmError(`the model call failed: ${firstLine(err instanceof Error ? err.message : String(err))}`, 'connection', { cause: err })
+}
+
+/** The SDK's rule for an HTTP error worth retrying (the endpoint's x-should-retry first), and the wait it asks for. */
+function retryAfterMs(status: number, headers: Headers | undefined): number | null {
+  const say = headers?.get('x-should-retry')
+  if (say === 'false' || (say !== 'true' && status !== 408 && status !== 409 && status !== 429 && status < 500)) return null
+  const ms = Number(headers?.get('retry-after-ms') ?? NaN)
+  const asked = Number.isFinite(ms) ? ms : Number(headers?.get('retry-after') ?? NaN) * 1000
+  return Number.isFinite(asked) && asked >= 0 && asked <= MAX_RETRY_WAIT_MS ? asked : RETRY_DELAY_MS
+}
+
+/** Whether a connection error says the connection was never made (the fetch error's causes carry the system's code). */
+function neverConnected(err: unknown): boolean {
+  for (let e = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
+    const code = (e as { code?: unknown }).code
+    if (typeof code === 'string') return NEVER_CONNECTED.has(code)
+  }
+  return false
 }
 
 /** An abort reason as an Error (reasons set here always are; a caller's may not be). */

@@ -1,14 +1,16 @@
 // llm_query/llm_batch from sandbox code: the REPL sends llm_request frames, the host calls
 // the model within the budget of the turn (or plain execution) the frame belongs to, and
 // answers with llm_response. A refused or failed call answers {error}, which the sandbox
-// raises as LLMError with this message. Every call is also charged to the tenant's LLM budget.
+// raises as LLMError with this message. Every call is also charged to the tenant's LLM budget,
+// each attempt for what it may have cost: a retry, or a call abandoned while the model works, is spent.
+import { setTimeout as pause } from 'node:timers/promises'
 import type { Logger } from 'pino'
 import { MAX_PROMPT_CHARS, type LlmRequestFrame } from '../repl/protocol.js'
 import type { LlmReply, LlmRequestContext, LlmRequestHandler, RunningExecution } from '../sessions/index.js'
 import { AgentError, LlmBudgetError, LlmError } from './errors.js'
 import type { BudgetRequest, LlmBudget, Reservation } from './llm-budget.js'
 import { estimateTokens, type LlmClient } from './llm-client.js'
-import { DEFAULT_SUB_CALL_BUDGET, SUB_CALL_MAX_TOKENS, type SubCallBudget } from './limits.js'
+import { DEFAULT_SUB_CALL_BUDGET, SUB_CALL_ATTEMPTS, SUB_CALL_MAX_TOKENS, type SubCallBudget } from './limits.js'
 
 /** The running totals of one turn's sub-calls. */
 export class SubCallAccount {
@@ -83,7 +85,10 @@ export class SubCalls implements LlmRequestHandler {
     })
   }
 
-  /** A plain execution ended: its sub-calls still in flight are abandoned (nobody waits for them). */
+  /**
+   * A plain execution ended: its sub-calls still in flight are abandoned (nobody waits for them).
+   * Each keeps its whole grant: the model may go on making the completion, and be paid for it.
+   */
   executionEnded(execId: string): void {
     const p = this.plain.get(execId)
     if (!p) return
@@ -145,47 +150,73 @@ export class SubCalls implements LlmRequestHandler {
     }
   }
 
+  /** One prompt: its first attempt and, after a failure worth retrying, more, each charged as a call of its own. */
   private async one(acct: SubCallAccount, running: RunningExecution, tenant: string, model: string, prompt: string): Promise<string> {
     const release = await acct.slot()
+    try {
+      for (let n = 1; ; n++) {
+        try {
+          // The first attempt's call was charged with its batch; a retry is one more.
+          return await this.attempt(acct, running, tenant, model, prompt, n === 1 ? 0 : 1)
+        } catch (err) {
+          const wait = err instanceof LlmError ? err.retryAfterMs : null
+          if (wait === null || n >= SUB_CALL_ATTEMPTS || acct.signal.aborted) throw perCallTimeout(err, acct)
+          await pause(wait, undefined, { signal: acct.signal }).catch(() => undefined)
+          if (acct.signal.aborted) throw err
+        }
+      }
+    } finally {
+      release()
+    }
+  }
+
+  /** One request to the model: reserved from the turn's and the tenant's budgets, charged what it may have cost. */
+  private async attempt(acct: SubCallAccount, running: RunningExecution, tenant: string, model: string, prompt: string, calls: number): Promise<string> {
     // Tokens are reserved before the call (the prompt's estimate plus the most the reply may use),
     // so calls running side by side cannot together overshoot the budget; the real use replaces it.
-    let reserved = 0
-    let spend: Reservation | null = null
-    let used: number | null = null
+    const need = estimateTokens(prompt.length)
+    const left = acct.budget.max_tokens - acct.tokens
+    if (need >= left)
+      throw new AgentError(
+        'budget_exhausted',
+        `LLM token budget exhausted: this prompt needs about ${need} tokens and ${Math.max(0, left)} of ${acct.budget.max_tokens} are left in this turn`,
+      )
+    const asked = need + Math.max(1, Math.min(SUB_CALL_MAX_TOKENS, left - need))
+    acct.tokens += asked
+    let spend: Reservation
     try {
-      const need = estimateTokens(prompt.length)
-      const left = acct.budget.max_tokens - acct.tokens
-      if (need >= left)
-        throw new AgentError(
-          'budget_exhausted',
-          `LLM token budget exhausted: this prompt needs about ${need} tokens and ${Math.max(0, left)} of ${acct.budget.max_tokens} are left in this turn`,
-        )
-      reserved = need + Math.max(1, Math.min(SUB_CALL_MAX_TOKENS, left - need))
-      acct.tokens += reserved
       // The tenant's budget may grant less than the turn's: the completion asked for shrinks to fit.
-      spend = await this.spend(acct, running, tenant, { calls: 0, minTokens: need + 1, maxTokens: reserved })
-      acct.tokens -= reserved - spend.tokens
-      reserved = spend.tokens
-      const maxTokens = reserved - need
+      spend = await this.spend(acct, running, tenant, { calls, minTokens: need + 1, maxTokens: asked })
+    } finally {
+      acct.tokens -= asked
+    }
+    acct.tokens += spend.tokens
+    // What the call costs: the use the model reports; without it, a whole reply its estimate, a call
+    // refused before anything was made (HTTP 4xx, never connected) its prompt's, and one that left
+    // and then failed or was abandoned (timeout, the execution ended) its whole grant.
+    let charged = spend.tokens
+    try {
       const { text, usage } = await this.llm!.complete([{ role: 'user', content: prompt }], {
         model,
         signal: acct.signal,
         idleTimeoutMs: acct.budget.timeout_s * 1000,
-        maxTokens,
+        maxTokens: spend.tokens - need,
       })
-      used = usage?.total_tokens ?? estimateTokens(prompt.length + text.length)
-      acct.tokens += used - reserved
-      reserved = 0
+      charged = usage?.total_tokens ?? estimateTokens(prompt.length + text.length)
       return text
     } catch (err) {
-      if (err instanceof LlmError && err.kind === 'timeout')
-        throw new LlmError(`the model did not answer within ${acct.budget.timeout_s} s (the per-call timeout)`, 'timeout', { cause: err })
+      if (err instanceof LlmError && !err.spendUnknown) charged = need
       throw err
     } finally {
-      // A failed call is charged what its prompt was estimated to cost; one the tenant's budget refused, nothing.
-      if (reserved) acct.tokens -= spend ? reserved - estimateTokens(prompt.length) : reserved
-      void spend?.settle(used ?? estimateTokens(prompt.length))
-      release()
+      acct.tokens += charged - spend.tokens
+      void spend.settle(charged)
     }
   }
+}
+
+/** A timeout, said in the terms of the sub-call's budget. */
+function perCallTimeout(err: unknown, acct: SubCallAccount): unknown {
+  if (err instanceof LlmError && err.kind === 'timeout')
+    return new LlmError(`the model did not answer within ${acct.budget.timeout_s} s (the per-call timeout)`, 'timeout', { cause: err })
+  return err
 }

@@ -278,19 +278,31 @@ export class Turn {
         if (p.mode === 'agent' && p.context !== undefined) await run.setVariable('context', p.context, SET_VAR_TIMEOUT_MS)
       }
       // The reply is charged to the tenant's budget: reserved before (the prompt's estimate and the
-      // completion it may ask for, shrunk to what is left), settled with its real use after.
+      // completion it may ask for, shrunk to what is left), settled after with the use the model
+      // reports; without it, a whole reply costs its estimate, one refused before anything was made
+      // (HTTP 4xx) what was estimated of it, and one cut short after it left (the step ended under
+      // it, a stall, a broken stream) its whole grant: the model may have gone on writing it.
       const need = estimateTokens(messages.reduce((n, m) => n + m.content.length, 0))
       const spend = await this.deps.budget.reserve(p.tenant, { calls: 1, minTokens: need + REPLY_MIN_TOKENS, maxTokens: need + REPLY_MAX_TOKENS })
       const reply = this.deps.llm.streamReply(messages, { model: p.model, signal, idleTimeoutMs: p.modelTimeoutMs, maxTokens: spend.tokens - need })
       let chars = 0
+      let charged = spend.tokens
       try {
+        let whole = true
         for await (const delta of reply.deltas) {
           chars += delta.length
-          if (run.ended) break
+          if (run.ended) {
+            whole = false
+            break
+          }
           relay.push(filter.push(delta))
         }
+        if (whole) charged = need + estimateTokens(chars)
+      } catch (err) {
+        if (err instanceof LlmError && !err.spendUnknown) charged = need + estimateTokens(chars)
+        throw err
       } finally {
-        void spend.settle(reply.usage()?.total_tokens ?? need + estimateTokens(chars))
+        void spend.settle(reply.usage()?.total_tokens ?? charged)
       }
       relay.push(filter.end())
       await relay.drain()

@@ -1,9 +1,11 @@
 // The hop from the instance that received a request to the one that must answer it: the raw request
-// (method, path, query, headers, body streamed) goes over a keep-alive connection with the internal
-// header, and the answer (status, headers, body streamed, SSE included) comes back with backpressure.
+// (method, path and query, headers, body streamed) goes over a keep-alive connection to the holder's
+// advertised origin with the hop's signature (hop-auth.ts), and the answer (status, headers, body
+// streamed, SSE included) comes back with backpressure. Only the request's path and query travel: a
+// target in absolute form never gets this far (http/request-target.ts), and none would choose the host.
 import { Agent, request, type ClientRequest, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http'
 
-/** Marks a request passed on by another instance (its value is the internal secret): it is never passed on again. */
+/** Marks a request passed on by another instance (its value is the hop's signature): it is never passed on again. */
 export const FORWARDED_HEADER = 'x-replcast-forwarded'
 /** On an answer: the instance does not hold the session (the lease moved meanwhile); the hop is tried again. */
 export const REFUSED_HEADER = 'x-replcast-refused'
@@ -30,6 +32,9 @@ const HOP_BY_HOP = new Set([
  * other instance does not hold the session or is stopping; unreachable: no answer came (`reused`:
  * on a kept-alive connection the other side had just closed, worth an immediate second try).
  */
+/** The signature of a hop of `method path` (HopAuth.sign). */
+export type HopSigner = (method: string, path: string) => string
+
 export type HopOutcome = { kind: 'answered' | 'gone' | 'refused' } | { kind: 'unreachable'; reused: boolean; err: Error }
 
 /**
@@ -97,10 +102,24 @@ function hasBody(req: IncomingMessage): boolean {
   return req.headers['transfer-encoding'] !== undefined || (req.headers['content-length'] !== undefined && req.headers['content-length'] !== '0')
 }
 
+/** The headers that go on past a hop: none of the hop-by-hop ones, nor those the `Connection` header names. */
 function pass(headers: IncomingHttpHeaders): Record<string, string | string[]> {
+  const named = new Set(
+    String(headers.connection ?? '')
+      .split(',')
+      .map((t) => t.trim().toLowerCase())
+      .filter(Boolean),
+  )
   const out: Record<string, string | string[]> = {}
-  for (const [k, v] of Object.entries(headers)) if (v !== undefined && !HOP_BY_HOP.has(k)) out[k] = v
+  for (const [k, v] of Object.entries(headers)) if (v !== undefined && !HOP_BY_HOP.has(k) && !named.has(k)) out[k] = v
   return out
+}
+
+/** Host and port of an advertised origin (`http://host:port`), for a request that names its own path. */
+function originOf(url: string): { hostname: string; port: string } {
+  const u = new URL(url)
+  if (u.protocol !== 'http:') throw new Error(`an instance's advertised URL must be http: (${url})`)
+  return { hostname: u.hostname.replace(/^\[(.*)\]$/, '$1'), port: u.port || '80' }
 }
 
 /** Whether the other instance declined the request without handling it. */
@@ -156,13 +175,24 @@ export class Forwarder {
   private readonly open = new Set<() => void>()
 
   /**
-   * Passes `req` to `baseUrl` and its answer back on `res`. `onAnswer` is called once, just before
-   * anything is written to `res` (or when the client left): from then on the request is this hop's.
+   * Passes `req` to the instance at `origin` and its answer back on `res`: its path and query as they
+   * came (origin-form), signed by `sign`. `onAnswer` is called once, just before anything is written
+   * to `res` (or when the client left): from then on the request is this hop's.
    */
-  forward(req: IncomingMessage, res: ServerResponse, baseUrl: string, secret: string, body: HopBody | BufferedBody, onAnswer: () => void): Promise<HopOutcome> {
+  forward(req: IncomingMessage, res: ServerResponse, origin: string, sign: HopSigner, body: HopBody | BufferedBody, onAnswer: () => void): Promise<HopOutcome> {
     return new Promise((resolve) => {
-      const headers = { ...pass(req.headers), [FORWARDED_HEADER]: secret }
-      const up = request(new URL(req.url ?? '/', baseUrl), { method: req.method, headers, agent: this.agent })
+      const path = req.url ?? ''
+      const method = req.method ?? 'GET'
+      let to: ReturnType<typeof originOf>
+      try {
+        if (!path.startsWith('/')) throw new Error('only an origin-form request target is passed on')
+        to = originOf(origin)
+      } catch (err) {
+        resolve({ kind: 'unreachable', reused: false, err: err as Error })
+        return
+      }
+      const headers = { ...pass(req.headers), [FORWARDED_HEADER]: sign(method, path) }
+      const up = request({ ...to, path, method, headers, agent: this.agent })
       let stopBody = () => {}
       let settled = false
       let answering = false

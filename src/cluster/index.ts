@@ -1,7 +1,6 @@
 // Several API instances as one service: the instance directory (heartbeats), routing of requests
-// that need a session's sandbox to the instance holding it (one HTTP hop with the internal secret),
+// that need a session's sandbox to the instance holding it (one signed HTTP hop, hop-auth.ts),
 // failover of a gone instance's sessions, and the hand-over of this instance's sessions when it stops.
-import { randomBytes, timingSafeEqual } from 'node:crypto'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { Logger } from 'pino'
@@ -11,6 +10,7 @@ import { ClusterChannel } from './channel.js'
 import { InstanceDirectory } from './directory.js'
 import { Failover } from './failover.js'
 import { FORWARDED_HEADER, Forwarder, HopBody, type HopOutcome } from './forward.js'
+import { HopAuth, REFRESH_MS } from './hop-auth.js'
 import { route, type Routed, type SessionHolding } from './routing.js'
 
 export interface ClusterDeps {
@@ -22,13 +22,13 @@ export interface ClusterDeps {
 }
 
 export interface Cluster {
-  /** The first heartbeat, the internal secret, the hand-over channel: before the sessions layer starts (it may re-adopt sessions). */
+  /** The first heartbeat, the hop keys, the hand-over channel: before the sessions layer starts (it may re-adopt sessions). */
   start(): Promise<void>
   /** The heartbeat and failover timers: once the sessions layer has started. */
   run(): void
   /** The server listens at `address` (the advertised URL follows it unless configured). */
   listening(address: string | AddressInfo | null): void
-  /** Whether another instance of this deployment passed the request on (it carries the internal secret). */
+  /** Whether another instance of this deployment passed the request on (it carries a valid hop signature for its method and path). */
   isInternal(req: IncomingMessage): boolean
   /** Answers here ('local') or through the session's holder ('forwarded'); throws session_moving. */
   route(r: Routed): Promise<'local' | 'forwarded'>
@@ -61,8 +61,8 @@ export function createCluster(deps: ClusterDeps): Cluster {
   const forwarder = new Forwarder()
   const failover = new Failover({ redis, keys, instanceId: config.instanceId, directory, sessions, log })
   const channel = new ClusterChannel(redis.duplicate({ lazyConnect: true }), keys.clusterChannel(), log)
-  let secret = config.REPLCAST_INTERNAL_SECRET
-  let secretBytes = Buffer.from(secret)
+  const hops = new HopAuth({ configured: config.REPLCAST_INTERNAL_SECRET, redis, key: keys.internalKeys(), rotateMs: config.INTERNAL_KEY_ROTATE_S * 1000 })
+  const sign = (method: string, path: string) => hops.sign(method, path)
   const timers: NodeJS.Timeout[] = []
   const holders = new Map<string, string>()
   let stopped = false
@@ -93,12 +93,8 @@ export function createCluster(deps: ClusterDeps): Cluster {
 
   return {
     async start() {
-      if (!secret) {
-        // Anyone who can read Redis holds every session already: a secret kept there adds no exposure.
-        await redis.set(keys.internalSecret(), randomBytes(32).toString('hex'), 'NX')
-        secret = (await redis.get(keys.internalSecret())) ?? ''
-        secretBytes = Buffer.from(secret)
-      }
+      // Anyone who can read Redis holds every session already: keys kept there add no exposure.
+      await hops.refresh()
       await directory.beat()
       await channel.listen((id) => {
         if (!stopped) void track(failover.takeOverFrom(id))
@@ -107,22 +103,20 @@ export function createCluster(deps: ClusterDeps): Cluster {
     run() {
       every(config.INSTANCE_HEARTBEAT_MS, () => directory.beat())
       every(config.REAPER_INTERVAL_MS, () => failover.sweep())
+      every(REFRESH_MS, () => hops.refresh())
     },
     listening(address) {
       directory.listening(address)
       if (!stopped) directory.beat().catch((err: unknown) => log.warn({ err }, 'could not advertise this instance'))
     },
     isInternal(req) {
-      const given = req.headers[FORWARDED_HEADER]
-      if (typeof given !== 'string' || secretBytes.length === 0) return false
-      const b = Buffer.from(given)
-      return b.length === secretBytes.length && timingSafeEqual(b, secretBytes)
+      return hops.verify(req.headers[FORWARDED_HEADER], req.method ?? '', req.url ?? '')
     },
     route(r) {
-      return route({ instanceId: config.instanceId, leases, directory, forwarder, sessions, log, secret: () => secret, holders }, r)
+      return route({ instanceId: config.instanceId, leases, directory, forwarder, sessions, log, sign, holders }, r)
     },
     forward(req, res, url, onAnswer) {
-      return forwarder.forward(req, res, url, secret, new HopBody(req, 0), onAnswer)
+      return forwarder.forward(req, res, url, sign, new HopBody(req, 0), onAnswer)
     },
     lookup: (id) => directory.lookup(id),
     async handOver() {

@@ -7,7 +7,7 @@ import type { Logger } from 'pino'
 import { AppError } from '../errors.js'
 import type { LeaseStore } from '../store/lease-store.js'
 import type { InstanceDirectory } from './directory.js'
-import { BufferedBody, HopBody, REFUSED_HEADER, type Forwarder } from './forward.js'
+import { BufferedBody, HopBody, REFUSED_HEADER, type Forwarder, type HopSigner } from './forward.js'
 
 /** How long a request waits for a session whose holder is changing before 503 session_moving. */
 const MOVE_WAIT_MS = 3000
@@ -30,7 +30,7 @@ export interface RoutingDeps {
   forwarder: Forwarder
   sessions: SessionHolding
   log: Logger
-  secret: () => string
+  sign: HopSigner
   /**
    * The holder each session's last hop reached, to skip reading the lease next time: a holder that
    * no longer holds the session refuses the hop (or takes the session over if nobody holds it), so
@@ -84,7 +84,7 @@ export async function route(deps: RoutingDeps, r: Routed): Promise<'local' | 'fo
       // Passed on to this instance, which no longer holds the session: the sender asks the holder.
       throw moving({ [REFUSED_HEADER]: '1' })
     } else {
-      const out = await forwarder.forward(r.req, r.res, url, deps.secret(), body, r.onAnswer)
+      const out = await forwarder.forward(r.req, r.res, url, deps.sign, body, r.onAnswer)
       if (out.kind === 'answered' || out.kind === 'gone') {
         if (holders.size >= REMEMBERED) holders.clear()
         holders.set(r.sid, holder!)

@@ -45,8 +45,3 @@ export function verifyStreamToken(secret: string, token: string, sid: string, ei
 function sign(secret: string, body: string): string {
   return createHmac('sha256', secret).update(body).digest('base64url')
 }
-
-/** Removes access tokens from a URL before it is logged. */
-export function redactUrl(url: string): string {
-  return url.replace(/([?&]access_token=)[^&]*/g, '$1[redacted]')
-}

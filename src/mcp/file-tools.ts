@@ -88,7 +88,7 @@ const writeFile = tool({
   annotations: { ...closedWorld, readOnlyHint: false, destructiveHint: true, idempotentHint: true },
   async run(args, ctx) {
     const bytes = decodeContent(args.content, args.encoding)
-    const { entry, created } = await ctx.files.put(ctx.tenant, args.session_id, args.path, [bytes], { contentLength: bytes.length })
+    const { entry, created } = await ctx.files.put(ctx.tenant, args.session_id, args.path, [bytes], { contentLength: bytes.length, signal: ctx.call.signal })
     return text(`Wrote ${entry.path}: ${entry.size} bytes (${created ? 'a new file' : 'replaced'}).`)
   },
 })
@@ -103,28 +103,21 @@ const readFile = tool({
   input: Type.Object({ session_id: Session.properties.id, path: PathArg }, { additionalProperties: false }),
   annotations: { ...closedWorld, readOnlyHint: true },
   async run(args, ctx) {
-    const { entry, body } = await ctx.files.get(ctx.tenant, args.session_id, args.path)
-    const tooLarge = (size: number) =>
+    const tooLarge = (size: unknown) =>
       new AppError(
         'payload_too_large',
-        `${entry.path} is ${size} bytes; read_file returns at most ${READ_LIMIT}. Read part of it with run_bash (head -c, tail, grep) or run_python, ` +
-          'or download it with GET /v1/sessions/{id}/files/{path}',
+        `${args.path} is ${typeof size === 'number' ? `${size} bytes` : 'larger than that'}; read_file returns at most ${READ_LIMIT}. ` +
+          'Read part of it with run_bash (head -c, tail, grep) or run_python, or download it with GET /v1/sessions/{id}/files/{path}',
       )
-    if (entry.size > READ_LIMIT) {
-      body.destroy()
-      throw tooLarge(entry.size)
-    }
+    // A larger file is refused from its size, before its bytes move.
+    const { entry, body } = await ctx.files
+      .get(ctx.tenant, args.session_id, args.path, { maxBytes: READ_LIMIT, signal: ctx.call.signal })
+      .catch((err: unknown) => {
+        throw err instanceof AppError && err.code === 'file_too_large' ? tooLarge(err.extra.size) : err
+      })
+    // At most entry.size bytes come (a file that grew since is cut at its size then).
     const chunks: Buffer[] = []
-    let size = 0
-    for await (const chunk of body as AsyncIterable<Buffer>) {
-      size += chunk.length
-      // It may have grown since it was looked at.
-      if (size > READ_LIMIT) {
-        body.destroy()
-        throw tooLarge(size)
-      }
-      chunks.push(chunk)
-    }
+    for await (const chunk of body as AsyncIterable<Buffer>) chunks.push(chunk)
     return fileContent(args.session_id, entry.path, Buffer.concat(chunks))
   },
 })
@@ -145,7 +138,7 @@ const listFiles = tool({
   ),
   annotations: { ...closedWorld, readOnlyHint: true },
   async run(args, ctx) {
-    const listed = await ctx.files.list(ctx.tenant, args.session_id, args.path ?? '', args.recursive ?? false)
+    const listed = await ctx.files.list(ctx.tenant, args.session_id, args.path ?? '', args.recursive ?? false, { signal: ctx.call.signal })
     return text(json(listed))
   },
 })
@@ -165,7 +158,7 @@ const deleteFile = tool({
   ),
   annotations: { ...closedWorld, readOnlyHint: false, destructiveHint: true, idempotentHint: true },
   async run(args, ctx) {
-    await ctx.files.delete(ctx.tenant, args.session_id, args.path, args.recursive ?? false)
+    await ctx.files.delete(ctx.tenant, args.session_id, args.path, args.recursive ?? false, { signal: ctx.call.signal })
     return text(`Deleted ${args.path}.`)
   },
 })

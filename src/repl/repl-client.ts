@@ -1,10 +1,12 @@
 // Speaks the REPL protocol over any transport: request ids with timeouts, execution frames
 // routed by exec_id, a defensive parser (bounded lines, bad frames dropped and logged, rate-limited),
-// a bound on what waits for a sandbox that stops reading, and on close every pending request fails
-// with ReplClosedError (SandboxMisbehaved when the client itself gave up on a hostile sandbox).
+// the sandbox's output handled a fair share at a time (fair-input.ts), a bound on what waits for a
+// sandbox that stops reading, and on close every pending request fails with ReplClosedError
+// (SandboxMisbehaved when the client itself gave up on a hostile sandbox).
 import { randomUUID } from 'node:crypto'
 import type { Logger } from 'pino'
 import { frameTextJson } from '../event-json.js'
+import { FairInput } from './fair-input.js'
 import { LimitedLog } from './limited-log.js'
 import { LineDecoder } from './line-decoder.js'
 import { encodeFrame, MAX_FRAME_BYTES, PROTOCOL_VERSION, type LlmRequestFrame, type ReplFrame } from './protocol.js'
@@ -51,6 +53,8 @@ export interface ReplClientOptions {
   inputBufferBytes?: number
   /** Protocol violations allowed within VIOLATION_WINDOW_MS (SANDBOX_PROTOCOL_VIOLATIONS); past it the channel is ended. */
   maxViolations?: number
+  /** Bytes of the sandbox's output handled per second while other sandboxes' output is handled too (SANDBOX_OUTPUT_BYTES_PER_S); absent: no bound. */
+  outputBytesPerS?: number
 }
 
 interface Pending {
@@ -75,6 +79,8 @@ export class ReplClient {
   private readonly maxViolations: number
   private violations = 0
   private violationsSince = 0
+  /** The sandbox's output, handled a share per turn of the event loop. */
+  private readonly input: FairInput
 
   constructor(
     private readonly transport: ReplTransport,
@@ -94,8 +100,12 @@ export class ReplClient {
       (line) => this.onLine(line),
       (bytes) => this.violation({ bytes }, 'repl: oversized frame dropped'),
     )
-    transport.onData((chunk) => decoder.push(chunk))
-    transport.onClose((err) => this.onClosed(err))
+    this.input = new FairInput(transport, decoder, opts.outputBytesPerS)
+    transport.onData((chunk) => this.input.push(chunk))
+    transport.onClose((err) => {
+      this.input.flush()
+      this.onClosed(err)
+    })
     if (opts.expectReady === false) {
       this.resolveReady({ v: PROTOCOL_VERSION, type: 'ready' })
     } else {
@@ -176,8 +186,7 @@ export class ReplClient {
 
   /** Holds the sandbox's frames back (`true`: where the transport can; they wait in the sandbox) or lets them come again. */
   holdFrames(hold: boolean): void {
-    if (hold) this.transport.pause?.()
-    else this.transport.resume?.()
+    this.input.hold(hold)
   }
 
   /**

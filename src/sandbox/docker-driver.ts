@@ -48,8 +48,8 @@ export class DockerSandboxDriver implements SandboxDriver {
     return this.engine
   }
 
-  workspaceFiles(user: string): SandboxFiles {
-    return new WorkspaceFiles({ docker: this.docker, user, timeoutMs: this.timeoutMs })
+  workspaceFiles(user: string, stallMs: number): SandboxFiles {
+    return new WorkspaceFiles({ docker: this.docker, user, timeoutMs: this.timeoutMs, stallMs, log: this.log })
   }
 
   /** Creates and starts a sandbox; on any failure the container is removed again. Throws the engine's error, or TimeoutError. */

@@ -72,6 +72,6 @@ export interface SandboxDriver {
   runtimes(): Promise<Set<string>>
   ping(): Promise<void>
   readonly memory: SandboxMemory
-  /** The workspace file program's host side, run as `user` inside each sandbox. */
-  workspaceFiles(user: string): SandboxFiles
+  /** The workspace file program's host side, run as `user` inside each sandbox; no wait on it goes `stallMs` without progress. */
+  workspaceFiles(user: string, stallMs: number): SandboxFiles
 }

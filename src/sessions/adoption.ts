@@ -52,6 +52,7 @@ export class Adoption {
       expectReady: !adopted,
       inputBufferBytes: config.SANDBOX_INPUT_BUFFER_BYTES,
       maxViolations: config.SANDBOX_PROTOCOL_VIOLATIONS,
+      outputBytesPerS: config.SANDBOX_OUTPUT_BYTES_PER_S,
     })
     const live: LiveSession = {
       id: rec.id,

@@ -58,41 +58,59 @@ export class SessionFiles {
   /**
    * Writes `body` to the file (parents created), whole or not at all. `contentLength`, when known,
    * is refused at once if it cannot fit. Throws invalid_path, is_a_directory, workspace_full,
-   * payload_too_large, permission_denied, session_not_found, session_dead, sandbox_failed.
+   * payload_too_large, permission_denied, session_not_found, session_dead, sandbox_failed, unavailable.
+   * `signal`: the caller went away (the sandbox's program is let go at once).
    */
   async put(
     tenant: string,
     sid: string,
     path: string,
     body: AsyncIterable<Buffer | string> | Iterable<Buffer>,
-    opts: { contentLength?: number; mode?: number } = {},
+    opts: { contentLength?: number; mode?: number; signal?: AbortSignal } = {},
   ): Promise<{ entry: FileEntry; created: boolean }> {
     const rel = workspacePath(path)
     const rec = await this.live(tenant, sid)
     return this.putInto(rec, rel, body, opts)
   }
 
-  /** The file's entry, content type and bytes. Throws invalid_path, file_not_found, is_a_directory, and the session's errors. */
-  async get(tenant: string, sid: string, path: string): Promise<{ entry: FileEntry; body: Readable }> {
+  /**
+   * The file's entry, content type and bytes. A file larger than one may be (maxFileBytes, or
+   * `opts.maxBytes` when smaller) is refused from its size before its bytes move: a sparse file may
+   * claim far more than the workspace holds. Throws invalid_path, file_not_found, is_a_directory,
+   * file_too_large, and the session's errors; the bytes stop, cut short, when the sandbox stops sending.
+   */
+  async get(tenant: string, sid: string, path: string, opts: { maxBytes?: number; signal?: AbortSignal } = {}): Promise<{ entry: FileEntry; body: Readable }> {
     const rel = workspacePath(path)
     const rec = await this.live(tenant, sid)
-    const { entry, body } = await this.run(rec, rel, (cid) => this.deps.files.get(cid, rel))
+    const maxBytes = Math.min(opts.maxBytes ?? Infinity, this.maxFileBytes(rec))
+    const { entry, body } = await this.run(rec, rel, (cid) =>
+      this.deps.files.get(cid, rel, { maxBytes, signal: opts.signal }).catch((err: unknown) => {
+        if (err instanceof WorkspaceFileError && err.code === 'too_large') throw this.tooLargeToRead(rec, rel, maxBytes, err.size)
+        throw err
+      }),
+    )
     return { entry: toEntry(entry), body }
   }
 
   /** The folder's files and folders (all below it when recursive), sorted by path. A file path gives that one entry. */
-  async list(tenant: string, sid: string, path: string, recursive: boolean): Promise<{ files: FileEntry[]; truncated: boolean }> {
+  async list(
+    tenant: string,
+    sid: string,
+    path: string,
+    recursive: boolean,
+    opts: { signal?: AbortSignal } = {},
+  ): Promise<{ files: FileEntry[]; truncated: boolean }> {
     const rel = workspacePath(path)
     const rec = await this.live(tenant, sid)
-    const res = await this.run(rec, rel, (cid) => this.deps.files.list(cid, rel, recursive))
+    const res = await this.run(rec, rel, (cid) => this.deps.files.list(cid, rel, recursive, opts))
     return { files: res.entries.map(toEntry), truncated: res.truncated }
   }
 
   /** Deletes a file or a symbolic link (never what it points at); a folder only when recursive. */
-  async delete(tenant: string, sid: string, path: string, recursive: boolean): Promise<void> {
+  async delete(tenant: string, sid: string, path: string, recursive: boolean, opts: { signal?: AbortSignal } = {}): Promise<void> {
     const rel = workspacePath(path)
     const rec = await this.live(tenant, sid)
-    await this.run(rec, rel, (cid) => this.deps.files.delete(cid, rel, recursive))
+    await this.run(rec, rel, (cid) => this.deps.files.delete(cid, rel, recursive, opts))
     this.deps.log.info({ sessionId: sid, path: rel, recursive }, 'file deleted')
   }
 
@@ -107,12 +125,12 @@ export class SessionFiles {
     rec: SessionRecord,
     rel: string,
     body: AsyncIterable<Buffer | string> | Iterable<Buffer>,
-    opts: { contentLength?: number; mode?: number },
+    opts: { contentLength?: number; mode?: number; signal?: AbortSignal },
   ): Promise<{ entry: FileEntry; created: boolean }> {
     const maxBytes = this.maxFileBytes(rec)
     if (opts.contentLength !== undefined && opts.contentLength > maxBytes) throw this.tooLarge(rec, rel)
     const t0 = performance.now()
-    const res = await this.run(rec, rel, (cid) => this.deps.files.put(cid, rel, body, { maxBytes, mode: opts.mode }))
+    const res = await this.run(rec, rel, (cid) => this.deps.files.put(cid, rel, body, { maxBytes, mode: opts.mode, signal: opts.signal }))
     this.deps.log.info({ sessionId: rec.id, path: res.path, size: res.size, ms: Math.round(performance.now() - t0) }, 'file written')
     return { entry: toEntry(res), created: res.created }
   }
@@ -128,6 +146,23 @@ export class SessionFiles {
     return max < rec.limits.workspace_mb * MIB
       ? new AppError('payload_too_large', `${rel}: a file may have at most ${max} bytes (MAX_FILE_BYTES)`)
       : this.full(rec, rel)
+  }
+
+  /** A download past `maxBytes`: which bound it passed, and the file's size when the program told it. */
+  private tooLargeToRead(rec: SessionRecord, rel: string, maxBytes: number, size: number | undefined): AppError {
+    const bound =
+      maxBytes < this.maxFileBytes(rec)
+        ? 'this call'
+        : maxBytes === this.deps.config.MAX_FILE_BYTES
+          ? 'MAX_FILE_BYTES'
+          : `the workspace's size, limits.workspace_mb = ${rec.limits.workspace_mb} MiB`
+    return new AppError(
+      'file_too_large',
+      `${rel}${size === undefined ? '' : ` is ${size} bytes and`} is larger than a download may be: at most ${maxBytes} bytes (${bound})`,
+      {
+        extra: { ...(size === undefined ? {} : { size }), maximum: maxBytes },
+      },
+    )
   }
 
   private full(rec: SessionRecord, rel: string): AppError {

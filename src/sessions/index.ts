@@ -80,7 +80,7 @@ export function createSessionLayer(deps: SessionLayerDeps): SessionLayer {
   const sandboxes = new SandboxSource({ config, driver, capacity, templates, pool })
   const sessions = new SessionService({ config, stores, driver, log, metrics, registry, runner, adoption, recorded, sandboxes, engines })
   const executions = new Executions({ config, stores, feed, sessions, registry, adoption, runner, driven })
-  const workspace = driver.workspaceFiles(config.SANDBOX_USER)
+  const workspace = driver.workspaceFiles(config.SANDBOX_USER, config.FILE_STALL_TIMEOUT_MS)
   const files = new SessionFiles({ config, stores, sessions, files: workspace, log: log.child({ component: 'files' }), engines })
   const oneShots = new OneShots({ config, sessions, executions, files, pool, log })
   const reaper = new Reaper({ config, stores, driver, log, metrics, registry, sessions, adoption, runner, recorded, driven, engines })

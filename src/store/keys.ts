@@ -36,11 +36,11 @@ export function redisKeys(prefix: string) {
     // The instance directory (src/cluster/): each live instance's heartbeat (a hash: advertised URL,
     // start time; it expires unless renewed), every instance ever seen (until its sessions are taken
     // over), the channel on which a stopping instance says it handed its sessions over, and the
-    // secret that marks requests passed between instances.
+    // keys that sign requests passed between instances (src/cluster/hop-auth.ts: newest first).
     instanceHeartbeat: (iid: string) => `${prefix}instance:${iid}:heartbeat`,
     instances: () => `${prefix}instances`,
     clusterChannel: () => `${prefix}cluster`,
-    internalSecret: () => `${prefix}internal-secret`,
+    internalKeys: () => `${prefix}internal-keys`,
     deadlines: () => `${prefix}deadlines`,
     secret: () => `${prefix}stream-token-secret`,
   }

@@ -24,6 +24,7 @@ export function check(model: OpenApiModel, base: string, spec: Spec, a: Answer):
   const problem = a.status >= 400 ? parseJson(a.text) : undefined
 
   if (spec.raw) {
+    if (spec.mustRefuse && a.status !== 400) out.push(`a request target that is not a path answered ${a.status}, not 400`)
     if (a.status >= 500) out.push(`server error ${a.status} for malformed HTTP`)
     if (a.status >= 400) out.push(...problemShape(a, problem))
     return out

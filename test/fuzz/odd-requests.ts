@@ -1,6 +1,7 @@
 // The parts of a request around its body that the fuzzer varies: query strings, headers (Accept,
 // Last-Event-ID and others), Authorization and event tokens, path ids, paths and methods no operation
-// has, and bytes that are not well-formed HTTP at all.
+// has, request targets that are not a path and odd Host headers, and bytes that are not well-formed
+// HTTP at all.
 import type { Rng } from './random.js'
 import type { Operation } from './openapi-model.js'
 import type { Spec, Tenant, World } from './requests.js'
@@ -66,7 +67,16 @@ export function oddQuery(r: Rng, op: Operation): { parts: string[]; why: string 
     () => ({ parts: [`${name}[]=1`], why: 'array syntax' }),
     () => ({ parts: [`${name}=${'c'.repeat(r.pick([100, 3000]))}`], why: 'long value' }),
     () => ({ parts: [r.pick(['&&&', '=', '=x', 'a=1;b=2', '%3D%3D=1', '?'])], why: 'odd separators' }),
+    () => ({ parts: [`${percentEncodeOne(r, name)}=${r.pick(['1', '5', 'x'])}`], why: 'percent-encoded name' }),
   ])()
+}
+
+/** `name` with one of its characters percent-encoded, in upper or lower case (`limit` → `l%69mit`). */
+function percentEncodeOne(r: Rng, name: string): string {
+  if (!name) return '%5F'
+  const at = r.int(0, name.length - 1)
+  const hex = name.charCodeAt(at).toString(16).padStart(2, '0')
+  return `${name.slice(0, at)}%${r.chance(0.5) ? hex.toUpperCase() : hex}${name.slice(at + 1)}`
 }
 
 export function oddHeaders(r: Rng, world: World, sid: string): { headers: Record<string, string>; why: string; kind: string } {
@@ -210,6 +220,55 @@ export function unroutedRequest(r: Rng, world: World): Partial {
     headers: { authorization: `Bearer ${world.keys.alpha}` },
     validPerDoc: false,
     crossTenant: false,
+  }
+}
+
+/**
+ * A request target that is not a path (absolute form, asterisk form): refused with 400 whatever it
+ * names, never followed (the host it names is nobody's: discard port 9, an invalid TLD). Or a path
+ * with an odd Host header, which nothing may read as where to send the request.
+ */
+export function oddTarget(r: Rng, world: World): Partial & { mustRefuse: boolean } {
+  const sid = world.sessions.find((s) => s.tenant === 'alpha')?.id ?? 'ses_AAAAAAAAAAAAAAAAAAAA'
+  const auth = `Authorization: Bearer ${world.keys.alpha}\r\n`
+  const [method, path, body] = r.pick<[string, string, string]>([
+    ['GET', `/v1/sessions/${sid}/files`, ''],
+    ['GET', `/v1/sessions/${sid}`, ''],
+    ['POST', '/v1/sessions', '{}'],
+    ['POST', `/v1/sessions/${sid}/executions`, '{"code":"1"}'],
+    ['POST', '/mcp', `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"execute","arguments":{"session_id":"${sid}","code":"1"}}}`],
+    ['GET', '/healthz', ''],
+  ])
+  const bodyHead = body ? `Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: ${body.length}\r\n` : ''
+  const target = r.pick<[string, string, boolean]>([
+    [`http://127.0.0.1:9${path}`, 'absolute form, a loopback port', true],
+    [`http://replcast-fuzz.invalid${path}`, 'absolute form, another host', true],
+    [`HTTP://127.0.0.1:9${path}`, 'absolute form, upper-case scheme', true],
+    [`https://127.0.0.1:9${path}`, 'absolute form, https', true],
+    [`http://user:pw@127.0.0.1:9${path}`, 'absolute form with credentials', true],
+    ['*', 'asterisk form', true],
+    [path, 'Host of another host', false],
+    [path, 'Host with credentials', false],
+    [path, 'empty Host', false],
+    [path, 'two Hosts', false],
+  ])
+  const host =
+    {
+      'Host of another host': 'Host: replcast-fuzz.invalid:9\r\n',
+      'Host with credentials': 'Host: user@127.0.0.1:9\r\n',
+      'empty Host': 'Host:\r\n',
+      'two Hosts': 'Host: a\r\nHost: b\r\n',
+    }[target[1]] ?? 'Host: h\r\n'
+  const text = `${method} ${target[0]} HTTP/1.1\r\n${host}${auth}${bodyHead}Connection: close\r\n\r\n${body}`
+  return {
+    why: `odd target: ${target[1]} (${method} ${target[0]})`,
+    method: 'RAW',
+    url: '',
+    headers: {},
+    raw: Buffer.from(text, 'latin1'),
+    validPerDoc: false,
+    crossTenant: false,
+    mustRefuse: target[2],
   }
 }
 

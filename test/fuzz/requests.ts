@@ -5,7 +5,7 @@ import { rng, type Rng } from './random.js'
 import type { OpenApiModel, Operation } from './openapi-model.js'
 import { SAFE_CODE, validValue } from './values.js'
 import { badBody, bodyOnBodyless, mutatedBody } from './bodies.js'
-import { oddAuthorization, oddHeaders, oddQuery, rawRequest, unroutedRequest, wrongId } from './odd-requests.js'
+import { oddAuthorization, oddHeaders, oddQuery, oddTarget, rawRequest, unroutedRequest, wrongId } from './odd-requests.js'
 
 export type Tenant = 'alpha' | 'beta'
 
@@ -44,6 +44,8 @@ export interface Spec {
   crossTenant: boolean
   /** The session this request addresses (for learning execution ids from the answer). */
   sid?: string
+  /** Whatever it names, the answer must be 400 (a request target that is not a path). */
+  mustRefuse?: boolean
 }
 
 const WEIGHTS: Record<string, number> = {
@@ -71,11 +73,13 @@ const randomId = (r: Rng, prefix: string) => `${prefix}_${r.chars(20, 'ABCDEFGHI
 export function makeRequest(model: OpenApiModel, world: World, seed: number, i: number): Spec {
   const r = rng(seed, i)
   const kind = r.weighted([
-    [97, 'operation'],
+    [96, 'operation'],
     [2, 'unrouted'],
     [1, 'raw'],
+    [1, 'target'],
   ] as const)
   if (kind === 'raw') return { ...rawRequest(r, world), i, kind: 'malformed HTTP' }
+  if (kind === 'target') return { ...oddTarget(r, world), i, kind: 'odd target' }
   if (kind === 'unrouted') return { ...unroutedRequest(r, world), i, kind: 'no operation' }
   const op = r.weighted(model.operations.map((o) => [WEIGHTS[o.id] ?? 1, o] as const))
   return forOperation(model, world, r, op, i)

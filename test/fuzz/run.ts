@@ -54,6 +54,8 @@ export const REQUIRED_KINDS = [
   'wrong id: wrong shape',
   'no operation',
   'malformed HTTP',
+  'odd target',
+  'odd query: percent-encoded name',
 ]
 
 const GUARDS: Record<Tenant, { name: string; value: number }> = { alpha: { name: 'x', value: 42 }, beta: { name: 'y', value: 7 } }

@@ -4,8 +4,8 @@ import type { Test } from 'tap'
 import { Redis } from 'ioredis'
 import Docker from 'dockerode'
 import { randomBytes } from 'node:crypto'
-import { pino } from 'pino'
 import { buildApp } from '../../src/app.js'
+import { createLogger } from '../../src/http/logger.js'
 import { loadConfig, type Config } from '../../src/config.js'
 import { LABEL } from '../../src/sandbox/labels.js'
 
@@ -62,7 +62,7 @@ export async function startApp(t: Test, env: Record<string, string> = {}, opts: 
     redis,
     async start() {
       const lines = opts.logLines
-      const logger = lines ? pino({ level: 'info' }, { write: (line: string) => void lines.push(line) }) : pino({ level: config.LOG_LEVEL })
+      const logger = lines ? createLogger('info', { write: (line: string) => void lines.push(line) }) : createLogger(config.LOG_LEVEL)
       app = await buildApp({ config: { ...config, PORT: port }, logger, now: opts.now })
       await app.listen({ host: '127.0.0.1', port })
       const addr = app.server.address()

@@ -12,6 +12,8 @@ interface ChatRequest {
   stream: boolean
   /** The whole request body as received (to check what reached the model). */
   raw: string
+  /** Resolves when the request's connection closes: answered, or given up by the client. */
+  closed: Promise<void>
 }
 
 export type Handler = (req: ChatRequest, res: FakeResponse) => Promise<void> | void
@@ -96,10 +98,10 @@ export class FakeResponse {
     )
   }
 
-  /** Answers with an HTTP error (no retry). */
-  fail(status: number, message = 'scripted failure'): void {
+  /** Answers with an HTTP error; the client is told not to retry unless `retry`. */
+  fail(status: number, message = 'scripted failure', retry = false): void {
     this.started = true
-    this.raw.writeHead(status, { 'content-type': 'application/json', 'x-should-retry': 'false' })
+    this.raw.writeHead(status, { 'content-type': 'application/json', 'x-should-retry': String(retry), 'retry-after-ms': '0' })
     this.raw.end(JSON.stringify({ error: { message, type: 'server_error', code: null } }))
   }
 
@@ -171,7 +173,8 @@ export async function startFakeLlm(): Promise<FakeLlm> {
       } catch {
         /* keep empty */
       }
-      const cr: ChatRequest = { body, messages: body.messages ?? [], stream: body.stream === true, raw }
+      const closed = new Promise<void>((r) => res.on('close', () => r()))
+      const cr: ChatRequest = { body, messages: body.messages ?? [], stream: body.stream === true, raw, closed }
       llm.requests.push(cr)
       for (const w of [...waiters])
         if (llm.requests.length >= w.n) {

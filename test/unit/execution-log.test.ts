@@ -1,8 +1,8 @@
 // ExecutionLog (src/sessions/runner/execution-log.ts) with a store that records or settles its writes: the
 // output that arrives together leaves in one write, with the execution's end when that came with it;
-// output that Redis has not stored yet is bounded per session. Past 2 MiB the sandbox's frames are
-// held back (they wait on its side of the channel) until Redis has caught up to 512 KiB; a failed
-// append counts as settled. An execution's end reaches its readers before Redis answers when every
+// output that Redis has not stored yet is bounded (a session alone: 512 KiB, unstored-output.ts).
+// Past it the sandbox's frames are held back (they wait on its side of the channel) until Redis has
+// caught up to a quarter of it; a failed append counts as settled. An execution's end reaches its readers before Redis answers when every
 // write before it was answered and kept.
 import t from 'tap'
 import { pino } from 'pino'
@@ -45,7 +45,7 @@ function setup(store: LogStore, outputBytes: number) {
   return { events, live, client, transport, repl }
 }
 
-t.test("a session's frames wait while 2 MiB of its output is not stored yet, and come again once Redis has caught up", async (t) => {
+t.test("a session's frames wait while 512 KiB of its output is not stored yet, and come again once Redis has caught up", async (t) => {
   const appends: Array<{ stored: () => void; failed: () => void }> = []
   const pending = () =>
     new Promise<null>((resolve, reject) => appends.push({ stored: () => resolve(null), failed: () => reject(new Error('Redis went away')) }))
@@ -54,35 +54,35 @@ t.test("a session's frames wait while 2 MiB of its output is not stored yet, and
   const seen: ReplFrame[] = []
   client.track('exe_2', (f) => seen.push(f))
   const settled = () => new Promise((r) => setImmediate(r))
-  const text = 'x'.repeat(300 * KIB)
+  const text = 'x'.repeat(100 * KIB)
 
   // Each output in a task of its own: one append each.
-  for (let i = 0; i < 6; i++) {
+  for (let i = 0; i < 5; i++) {
     events.output(live, ex, { type: 'stdout', text })
     await Promise.resolve()
   }
-  t.equal(appends.length, 6)
-  t.equal(transport.paused, false, '1.8 MiB not stored yet: frames still come')
+  t.equal(appends.length, 5)
+  t.equal(transport.paused, false, '500 KiB not stored yet: frames still come')
   events.output(live, ex, { type: 'stdout', text })
   await Promise.resolve()
-  t.equal(transport.paused, true, 'past 2 MiB: held back')
+  t.equal(transport.paused, true, 'past 512 KiB: held back')
   repl.send({ type: 'stream', exec_id: 'exe_2', name: 'stdout', text: 'meanwhile' })
   t.same(seen, [], 'a frame sent meanwhile waits')
 
-  for (const a of appends.slice(0, 4)) a.stored()
+  for (const a of appends.slice(0, 3)) a.stored()
+  await settled()
+  t.equal(transport.paused, true, '300 KiB not settled: still held back')
+  t.same(seen, [])
+  appends[3]!.stored()
   appends[4]!.failed()
   await settled()
-  t.equal(transport.paused, true, '600 KiB not settled: still held back')
-  t.same(seen, [])
-  appends[5]!.stored()
-  await settled()
-  t.equal(transport.paused, false, '300 KiB not settled: frames come again')
+  t.equal(transport.paused, false, '100 KiB not settled (a quarter of 512 KiB or less): frames come again')
   t.same(
     seen.map((f) => (f as { text?: string }).text),
     ['meanwhile'],
     'the frame that waited arrives',
   )
-  appends[6]!.stored()
+  appends[5]!.stored()
 })
 
 t.test('output that arrives together is stored in one write, and with the end when the end came with it', async (t) => {

@@ -1,7 +1,8 @@
 // LineDecoder: bytes in, whole lines out, however the bytes were chunked; a line over the limit
-// is dropped whole and reported once, without disturbing the lines around it.
+// is dropped whole and reported once, without disturbing the lines around it; given a budget, it
+// takes no more of a chunk than the budget allows.
 import t from 'tap'
-import { LineDecoder } from '../../src/repl/line-decoder.js'
+import { LINE_COST_BYTES, LineDecoder } from '../../src/repl/line-decoder.js'
 
 interface Run {
   lines: string[]
@@ -143,4 +144,64 @@ t.test('a trailing partial line is kept for the next chunk, across many lines', 
 
 t.test('carriage returns and other bytes are passed through untouched', async (t) => {
   t.same(decode(['a\r\n\tb \u0000\n']).lines, ['a\r', '\tb \u0000'])
+})
+
+t.test('with a budget it takes lines until the budget is spent, and what it leaves, pushed again, gives the same lines', async (t) => {
+  const lines = ['{"type":"stdout","text":"a"}', 'x'.repeat(300), '', 'é✓ done', 'y'.repeat(40)]
+  const bytes = Buffer.from(lines.join('\n') + '\n')
+  let bad = 0
+  for (let budget = 1; budget <= bytes.length + lines.length * LINE_COST_BYTES; budget += 7) {
+    const got: string[] = []
+    const d = new LineDecoder(
+      1024,
+      (l) => got.push(l),
+      () => t.fail('no oversize'),
+    )
+    let rest = bytes
+    let pushes = 0
+    while (rest.length) {
+      const before = got.length
+      const { taken, cost } = d.push(rest, budget)
+      pushes++
+      const emitted = got.length - before
+      // A push stops once the budget is spent: by its last line, or by its bytes when no line ended.
+      const ok = taken > 0 && cost === taken + emitted * LINE_COST_BYTES && (taken === rest.length || cost >= budget)
+      if (!ok) {
+        bad++
+        t.fail(`budget ${budget}: took ${taken} of ${rest.length} bytes for ${cost}, ${emitted} lines`)
+        break
+      }
+      rest = rest.subarray(taken)
+    }
+    if (JSON.stringify(got) !== JSON.stringify(lines)) {
+      bad++
+      t.same(got, lines, `budget ${budget} (${pushes} pushes)`)
+    }
+  }
+  t.equal(bad, 0, 'every budget gives the same lines, each push within its budget but for the line that spent it')
+  const d = new LineDecoder(
+    1024,
+    () => undefined,
+    () => undefined,
+  )
+  t.same(d.push(Buffer.from('a\nb\nc\n'), 2), { taken: 2, cost: 2 + LINE_COST_BYTES }, 'a line is handled whole once its newline is taken')
+  t.same(d.push(Buffer.from('abcdef'), 4), { taken: 4, cost: 4 }, 'of a line with no newline in the budget, only what the budget allows')
+})
+
+t.test('a budget that is not a whole number of bytes still takes whole bytes, at least one', async (t) => {
+  const got: string[] = []
+  const d = new LineDecoder(
+    1024,
+    (l) => got.push(l),
+    () => undefined,
+  )
+  let rest = Buffer.from('abc\ndef\n')
+  const takes: number[] = []
+  while (rest.length) {
+    const { taken } = d.push(rest, 0.4)
+    takes.push(taken)
+    rest = rest.subarray(taken)
+  }
+  t.same(takes, [1, 1, 1, 1, 1, 1, 1, 1], 'one byte a push')
+  t.same(got, ['abc', 'def'])
 })

@@ -26,6 +26,7 @@ export const ERROR_CODES = [
   'queue_full',
   'nothing_running',
   'payload_too_large',
+  'file_too_large',
   'workspace_full',
   'unsupported_media_type',
   'headers_too_large',

@@ -1579,7 +1579,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The file's bytes, with content-length; content-type is guessed from the name (text/csv, image/png, ...), application/octet-stream otherwise */
+            /** @description The file's bytes, with content-length; content-type is guessed from the name (text/csv, image/png, ...), application/octet-stream otherwise. A sandbox that stops sending them for FILE_STALL_TIMEOUT_MS cuts the response short */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -1626,6 +1626,15 @@ export interface operations {
             };
             /** @description Problem: session_dead */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: file_too_large */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };

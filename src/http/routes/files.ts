@@ -28,6 +28,15 @@ const asPathParam = {
 const Binary = { type: 'string', format: 'binary' } as const
 const FILE_ERRORS = ['invalid_path', 'permission_denied', 'session_dead', 'sandbox_failed'] as const
 
+/** Aborts when the client goes away before its answer is sent: the sandbox's file program is let go at once. */
+function clientGone(reply: FastifyReply): AbortSignal {
+  const ac = new AbortController()
+  reply.raw.on('close', () => {
+    if (!reply.raw.writableFinished) ac.abort()
+  })
+  return ac.signal
+}
+
 /**
  * Reads and drops what is left of a refused upload while the answer goes out, so the client gets it
  * (a socket closed with unread bytes is reset) and the connection stays usable; past `max` it closes.
@@ -70,7 +79,7 @@ export async function fileRoutes(app: FastifyInstance, { files, maxDrainBytes }:
         },
       },
     },
-    async (req) => files.list(req.tenant, req.params.id, req.query.path ?? '', req.query.recursive ?? false),
+    async (req, reply) => files.list(req.tenant, req.params.id, req.query.path ?? '', req.query.recursive ?? false, { signal: clientGone(reply) }),
   )
 
   r.get(
@@ -87,15 +96,16 @@ export async function fileRoutes(app: FastifyInstance, { files, maxDrainBytes }:
         response: {
           200: {
             description:
-              "The file's bytes, with content-length; content-type is guessed from the name (text/csv, image/png, ...), application/octet-stream otherwise",
+              "The file's bytes, with content-length; content-type is guessed from the name (text/csv, image/png, ...), application/octet-stream otherwise. " +
+              'A sandbox that stops sending them for FILE_STALL_TIMEOUT_MS cuts the response short',
             content: { [BINARY]: { schema: Binary } },
           },
-          ...problems(...FILE_ERRORS, 'file_not_found', 'is_a_directory'),
+          ...problems(...FILE_ERRORS, 'file_not_found', 'is_a_directory', 'file_too_large'),
         },
       },
     },
     async (req, reply) => {
-      const { entry, body } = await files.get(req.tenant, req.params.id, req.params['*'])
+      const { entry, body } = await files.get(req.tenant, req.params.id, req.params['*'], { signal: clientGone(reply) })
       reply.header('content-length', String(entry.size)).type(contentTypeFor(entry.path))
       if (req.method === 'HEAD') {
         // Not the bytes (Fastify's HEAD would read them all to throw away); an empty stream keeps content-length.
@@ -127,7 +137,7 @@ export async function fileRoutes(app: FastifyInstance, { files, maxDrainBytes }:
       },
     },
     async (req, reply) => {
-      await files.delete(req.tenant, req.params.id, req.params['*'], req.query.recursive ?? false)
+      await files.delete(req.tenant, req.params.id, req.params['*'], req.query.recursive ?? false, { signal: clientGone(reply) })
       ;(reply as FastifyReply).code(204).send()
     },
   )
@@ -173,6 +183,7 @@ export async function fileRoutes(app: FastifyInstance, { files, maxDrainBytes }:
           .put(req.tenant, req.params.id, req.params['*'], body, {
             contentLength: Number.isFinite(length) ? length : undefined,
             mode: req.query.mode === undefined ? undefined : parseInt(req.query.mode, 8),
+            signal: clientGone(reply as FastifyReply),
           })
           .catch((err: unknown) => {
             drain(req.raw, maxDrainBytes)

@@ -11,19 +11,13 @@ import type { ExecutionStore } from '../../store/execution-store.js'
 import { ownsLog, type EventPayload, type PendingExecution } from './execution.js'
 import type { LiveSession } from './live-session.js'
 import { LogTails } from './log-tails.js'
+import { UnstoredOutput } from './unstored-output.js'
 import type { Metrics } from '../../metrics.js'
 import { eventJson, withTextJson } from '../../event-json.js'
 import { isRedisUnavailable, retry } from '../../retry.js'
 
 /** Per-event overhead counted against an execution's byte budget (so floods of tiny frames count). */
 const FRAME_OVERHEAD_BYTES = 64
-/**
- * Output sent to Redis and not yet stored, per session: past the first bound the sandbox's frames
- * are held back (they wait in the sandbox, whose writes block) until Redis has caught up to the
- * second. Output then never piles up in this process faster than Redis takes it.
- */
-const UNSTORED_HOLD_BYTES = 2 << 20
-const UNSTORED_RESUME_BYTES = 512 << 10
 /** Rich events (results, displays, errors) an execution may log at the image size cap. */
 const IMAGES_PER_EXECUTION = 4
 const BASE64_GROWTH = 1.4
@@ -43,8 +37,8 @@ export interface Outbox {
 }
 
 export class ExecutionLog {
-  /** Bytes of output each session has sent Redis that it has not stored yet, and whether its frames are held back. */
-  private readonly unstored = new WeakMap<LiveSession, { bytes: number; held: boolean }>()
+  /** Output each session has sent Redis that it has not stored yet: past its share its frames are held back. */
+  private readonly unstored = new UnstoredOutput<LiveSession>((live, on) => live.client.holdFrames(on))
   private readonly outboxes = new WeakMap<PendingExecution, Outbox>()
   private readonly tails = new LogTails()
 
@@ -79,7 +73,7 @@ export class ExecutionLog {
   append(live: LiveSession, ex: PendingExecution, event: EventPayload, bytes = 0): void {
     const { logId, tag, observe } = ex.target
     if (observe && !observe(event)) return
-    if (bytes) this.sent(live, bytes)
+    if (bytes) this.unstored.sent(live, bytes)
     if (!ownsLog(ex)) {
       // A log another writes too (an agent's turn): its events go at once, in the order written.
       this.store(live, ex, logId, [{ ...event, ...tag }], bytes, (events) => this.deps.stores.logs.appendLive(live.id, logId, events[0]!, live.tenant))
@@ -127,37 +121,17 @@ export class ExecutionLog {
     write(events, ahead !== null).then(
       (added) => {
         replied(added)
-        if (bytes) this.stored(live, bytes)
+        if (bytes) this.unstored.stored(live, bytes)
         this.deps.feed.deliver(live.id, logId, added)
       },
       (err: unknown) => {
         replied(null)
-        if (bytes) this.stored(live, bytes)
+        if (bytes) this.unstored.stored(live, bytes)
         this.deps.log.error({ err, sessionId: live.id, executionId: ex.id }, 'event append failed')
       },
     )
     // After the write: it leaves before anything a reader does with them.
     if (ahead) this.deps.feed.deliver(live.id, logId, ahead)
-  }
-
-  private sent(live: LiveSession, bytes: number): void {
-    let u = this.unstored.get(live)
-    if (!u) this.unstored.set(live, (u = { bytes: 0, held: false }))
-    u.bytes += bytes
-    if (!u.held && u.bytes > UNSTORED_HOLD_BYTES) {
-      u.held = true
-      live.client.holdFrames(true)
-    }
-  }
-
-  private stored(live: LiveSession, bytes: number): void {
-    const u = this.unstored.get(live)
-    if (!u) return
-    u.bytes -= bytes
-    if (u.held && u.bytes <= UNSTORED_RESUME_BYTES) {
-      u.held = false
-      live.client.holdFrames(false)
-    }
   }
 
   /**
@@ -241,7 +215,7 @@ export class ExecutionLog {
       this.deps.log.error({ err, sessionId: live.id, executionId: ex.id }, 'could not record the end of an execution; letting the session go')
       return false
     } finally {
-      if (before?.bytes) this.stored(live, before.bytes)
+      if (before?.bytes) this.unstored.stored(live, before.bytes)
     }
   }
 }
