@@ -22,6 +22,7 @@ import { installPlacement } from './http/placement.js'
 import { createMetrics } from './metrics.js'
 import { authenticate, isAuthenticatedRoute } from './http/auth.js'
 import { clientErrorHandler, frameworkErrorHandler, installProblemHandling } from './http/problem-handler.js'
+import { installClosingAnswer } from './http/closing.js'
 import { installRouteProblems } from './http/route-problems.js'
 import { API_VERSION, installOpenApi } from './http/openapi-doc.js'
 import { SseStreams } from './http/sse.js'
@@ -95,7 +96,10 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     frameworkErrors: frameworkErrorHandler,
     clientErrorHandler,
     routerOptions: { querystringParser: parseQuery },
+    // Requests that arrive while the instance closes get 503 problem+json instead (http/closing.ts).
+    return503OnClosing: false,
   })
+  installClosingAnswer(app)
   installProblemHandling(app)
   installRouteProblems(app)
   // The OpenAPI document's header and the component schemas the routes refer to (src/http/openapi-doc.ts).

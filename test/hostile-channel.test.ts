@@ -164,6 +164,10 @@ t.test('the sandbox against the API process', async (t) => {
     t.equal((await api(url, 'POST', `/v1/sessions/${s1}/interrupt`)).status, 202)
     await aDone
     t.equal(aEvents.at(-1)?.data.status, 'ok', "A's forged done ended it for the host")
+    // The done reaches a live reader as its write leaves for Redis: the slots are read once that write is in.
+    const aId = aEvents.find((e) => e.event === 'status')?.data.execution_id
+    const aRecorded = async () => (await api(url, 'GET', `/v1/sessions/${s1}/executions/${aId}`)).body?.status === 'ok'
+    t.ok(await waitFor(aRecorded, 10000), "A's end is recorded")
     t.equal(await slots(), MAX_CONCURRENT, "A's slot is kept: B has not started in the REPL, so A's code may still run")
     const c = await api(url, 'POST', `/v1/sessions/${s2}/executions`, { code: 'print("c")' })
     t.equal(c.status, 429, `another session of the tenant gets no slot beyond the quota (${c.status} ${c.body?.code})`)

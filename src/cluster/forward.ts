@@ -125,7 +125,8 @@ function originOf(url: string): { hostname: string; port: string } {
 /** Whether the other instance declined the request without handling it. */
 function declined(res: IncomingMessage): boolean {
   if (res.headers[REFUSED_HEADER] !== undefined) return true
-  // Fastify's own answer while an instance is closing (replcast's errors are all problem+json).
+  // A closing instance marks its 503 refused (http/closing.ts); one of an earlier version answered
+  // Fastify's own 503 in plain JSON (replcast's errors are all problem+json).
   return res.statusCode === 503 && (res.headers['content-type'] ?? '').startsWith('application/json')
 }
 

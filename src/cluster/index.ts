@@ -13,6 +13,8 @@ import { FORWARDED_HEADER, Forwarder, HopBody, type HopOutcome } from './forward
 import { HopAuth, REFRESH_MS } from './hop-auth.js'
 import { route, type Routed, type SessionHolding } from './routing.js'
 
+export { REFUSED_HEADER } from './forward.js'
+
 export interface ClusterDeps {
   config: Config
   /** Who holds each session (leases); the connection and key names for the cluster's own state (directory, failover, channel). */
@@ -22,9 +24,12 @@ export interface ClusterDeps {
 }
 
 export interface Cluster {
-  /** The first heartbeat, the hop keys, the hand-over channel: before the sessions layer starts (it may re-adopt sessions). */
+  /**
+   * The heartbeat (first beat and timer), the hop keys, the hand-over channel: before the sessions
+   * layer starts, which may re-adopt sessions (while it does, this instance must not look gone).
+   */
   start(): Promise<void>
-  /** The heartbeat and failover timers: once the sessions layer has started. */
+  /** The failover timers: once the sessions layer has started. */
   run(): void
   /** The server listens at `address` (the advertised URL follows it unless configured). */
   listening(address: string | AddressInfo | null): void
@@ -96,12 +101,14 @@ export function createCluster(deps: ClusterDeps): Cluster {
       // Anyone who can read Redis holds every session already: keys kept there add no exposure.
       await hops.refresh()
       await directory.beat()
+      // Beating from now on: re-adopting this instance's sessions may take longer than a heartbeat
+      // lives, and others must not take them over meanwhile as if this instance were gone.
+      every(config.INSTANCE_HEARTBEAT_MS, () => directory.beat())
       await channel.listen((id) => {
         if (!stopped) void track(failover.takeOverFrom(id))
       })
     },
     run() {
-      every(config.INSTANCE_HEARTBEAT_MS, () => directory.beat())
       every(config.REAPER_INTERVAL_MS, () => failover.sweep())
       every(REFRESH_MS, () => hops.refresh())
     },

@@ -1,6 +1,6 @@
 // Attaching this instance to sandboxes, and leases: a fresh sandbox, one adopted from Redis after
 // a restart or from a dead instance (its running execution resumed, its queue re-run), lease
-// renewal, and what happens when a sandbox's channel closes (re-attach, or the sandbox died).
+// renewal and take-over. What happens when a sandbox's channel closes is in channel-end.ts.
 import type { Logger } from 'pino'
 import type { Config } from '../config.js'
 import { AppError } from '../errors.js'
@@ -19,6 +19,7 @@ import {
   type RecordedExecutions,
 } from './runner/index.js'
 import { endStranded, SessionOnOtherEngine, type Engines } from './supply/index.js'
+import { channelClosed, sandboxMisbehaved } from './channel-end.js'
 import type { SessionRegistry } from './registry.js'
 
 export interface AdoptionDeps {
@@ -44,8 +45,8 @@ export class Adoption {
 
   constructor(private readonly deps: AdoptionDeps) {}
 
-  /** Wraps a started or adopted sandbox in a live session registered here. */
-  attach(rec: SessionRecord, handle: SandboxHandle, adopted: boolean): LiveSession {
+  /** Wraps a started or adopted sandbox in a live session registered here, held under lease term `term`. */
+  attach(rec: SessionRecord, handle: SandboxHandle, adopted: boolean, term: string): LiveSession {
     const { config, registry, runner, llmRequests } = this.deps
     const client = new ReplClient(handle.transport, this.deps.log.child({ sessionId: rec.id }), {
       readyTimeoutMs: config.SANDBOX_START_TIMEOUT_MS,
@@ -58,6 +59,7 @@ export class Adoption {
       id: rec.id,
       tenant: rec.tenant,
       containerId: handle.containerId,
+      term,
       client,
       state: 'attached',
       idleTimeoutS: rec.idle_timeout_s,
@@ -79,7 +81,8 @@ export class Adoption {
       )
     }
     client.onClose((why) => {
-      const handled = why instanceof SandboxMisbehaved ? this.misbehaved(rec, live, why) : this.channelClosed(rec, live)
+      const ends = { ...this.deps, markDead: (sid: string) => this.markDead(sid), reattach: (r: SessionRecord) => this.ensureLocal(r) }
+      const handled = why instanceof SandboxMisbehaved ? sandboxMisbehaved(ends, rec, live, why) : channelClosed(ends, rec, live)
       handled.catch((err: unknown) => this.deps.log.error({ err, sessionId: rec.id }, 'handling a closed sandbox channel failed'))
     })
     // A backup for the attach stream's end: only a real exit closes the channel.
@@ -145,22 +148,24 @@ export class Adoption {
   }
 
   /**
-   * Takes the session's lease, or throws session_moving: another instance holds it (a request that
-   * reaches this code was meant for the holder, and the lease moved meanwhile; src/cluster/ routes).
+   * Takes the session's lease and returns its term, or throws session_moving: another instance holds
+   * it (a request that reaches this code was meant for the holder, and the lease moved meanwhile;
+   * src/cluster/ routes).
    */
-  async claimLease(rec: SessionRecord): Promise<void> {
+  async claimLease(rec: SessionRecord): Promise<string> {
     const { stores, config } = this.deps
-    const holder = await stores.leases.acquireLease(rec.id, config.instanceId, config.LEASE_TTL_MS)
-    if (holder !== config.instanceId) throw sessionMoving()
+    const lease = await stores.leases.acquireLease(rec.id, config.instanceId, config.LEASE_TTL_MS)
+    if (lease.holder !== config.instanceId) throw sessionMoving()
+    return lease.term
   }
 
   /**
    * Makes this instance the session's holder unless another live instance holds it: its lease is
-   * free, ours, or `from`'s (an instance whose heartbeat lapsed, or that handed its sessions over;
-   * of several instances trying, exactly one takes the lease). 'attached': held here now (a running
-   * execution resumed); 'elsewhere': another instance holds it; 'unavailable': nothing to attach to
-   * here (no such session, dead, still starting, or the adoption failed: the caller's own handling
-   * gives the error).
+   * free, ours, or `from`'s while `from`'s heartbeat is gone (an instance that stopped beating or
+   * handed its sessions over, and has not come back; of several instances trying, exactly one takes
+   * the lease). 'attached': held here now (a running execution resumed); 'elsewhere': another
+   * instance holds it; 'unavailable': nothing to attach to here (no such session, dead, still
+   * starting, or the adoption failed: the caller's own handling gives the error).
    */
   async takeOver(sid: string, from: string | null): Promise<'attached' | 'elsewhere' | 'unavailable'> {
     const { stores, config, registry, log } = this.deps
@@ -177,7 +182,7 @@ export class Adoption {
     // Only an instance on the session's engine can attach to its sandbox: while one lives, it is theirs.
     const where = await this.deps.engines.whereIs(rec)
     if (!where.here && where.instances.length) return 'elsewhere'
-    if ((await stores.leases.takeLease(sid, config.instanceId, from, config.LEASE_TTL_MS)) !== config.instanceId) return 'elsewhere'
+    if ((await stores.leases.takeLease(sid, config.instanceId, from, config.LEASE_TTL_MS)).holder !== config.instanceId) return 'elsewhere'
     try {
       await this.ensureLocal(rec)
     } catch (err) {
@@ -195,17 +200,19 @@ export class Adoption {
     this.closing = true
   }
 
-  /** Keeps this instance's leases; a session whose lease another instance took is let go (not stopped). */
+  /**
+   * Keeps this instance's leases, each under the term it attached with; a session whose lease passed
+   * to another holder meanwhile (this instance was paused, or looked gone) is let go (not stopped).
+   */
   async renewLeases(): Promise<void> {
     const { stores, config, registry } = this.deps
-    // Sessions being created are held too: a slow start must not let their lease lapse.
-    const ids = [...new Set([...registry.ids(), ...this.starting.keys()])]
-    const holders = await stores.leases.renewLeases(ids, config.instanceId, config.LEASE_TTL_MS)
+    const leases = registry.ids().map((sid) => ({ sid, term: registry.get(sid)?.term ?? '' }))
+    // Sessions being created are held too, whatever the term: a slow start must not let their lease lapse.
+    for (const sid of this.starting.keys()) if (!registry.has(sid)) leases.push({ sid, term: '' })
+    const holders = await stores.leases.renewLeases(leases, config.instanceId, config.LEASE_TTL_MS)
     for (const [sid, holder] of holders) {
       const live = registry.get(sid)
-      if (!live || holder === config.instanceId) continue
-      this.deps.log.warn({ sessionId: sid, holder }, 'lost the session lease to another instance; detaching')
-      registry.release(live)
+      if (live && holder !== config.instanceId) await this.letGo(live, 'lost')
     }
   }
 
@@ -226,10 +233,14 @@ export class Adoption {
   /**
    * The runner cannot go on with the session (see RunnerDeps.letGo): this instance lets go of it.
    * Unrecorded: it is adopted again (by the next request, or the reaper once its lease lapses),
-   * which reads what was not recorded back from the container. Unkillable: it is marked dead and due
-   * now, so the reaper removes its sandbox as soon as the engine answers.
+   * which reads what was not recorded back from the container. Lost: its lease passed to another
+   * holder (Redis refused a write, or the renewal found it), which relays the sandbox from now on;
+   * when that one let it go again meanwhile, it is adopted here afresh, from what Redis holds.
+   * Unkillable: it is marked dead and due now, so the reaper removes its sandbox as soon as the
+   * engine answers.
    */
-  async letGo(live: LiveSession, why: 'unrecorded' | 'unkillable'): Promise<void> {
+  async letGo(live: LiveSession, why: 'unrecorded' | 'unkillable' | 'lost'): Promise<void> {
+    if (why === 'lost') return this.lost(live)
     this.deps.registry.release(live)
     if (why !== 'unkillable') return
     try {
@@ -238,6 +249,17 @@ export class Adoption {
     } catch (err) {
       this.deps.log.error({ err, sessionId: live.id }, 'could not mark a sandbox that could not be killed for removal')
     }
+  }
+
+  private async lost(live: LiveSession): Promise<void> {
+    if (live.state === 'released') return
+    this.deps.log.warn({ sessionId: live.id, term: live.term }, 'the session lease passed to another holder; letting the session go')
+    this.deps.registry.release(live)
+    const got = await this.takeOver(live.id, null).catch((err: unknown) => {
+      this.deps.log.warn({ err, sessionId: live.id }, 'could not adopt again a session whose lease lapsed')
+      return 'unavailable'
+    })
+    if (got === 'attached') this.deps.log.info({ sessionId: live.id }, 'adopted again a session nobody held')
   }
 
   /** The session's sandbox is gone for good. */
@@ -251,7 +273,7 @@ export class Adoption {
     // Only an instance on the session's Docker engine can reach its sandbox.
     const where = await this.deps.engines.whereIs(rec)
     if (!where.here && where.instances.length) throw new SessionOnOtherEngine(where.engine, where.instances)
-    await this.claimLease(rec)
+    const term = await this.claimLease(rec)
     if (!where.here) return endStranded({ ...this.deps, instanceId: config.instanceId }, rec)
     const state = rec.container_id ? await driver.inspectExit(rec.container_id) : { running: false, oomKilled: false, exitCode: null }
     const all = await recorded.unfinished(rec)
@@ -267,7 +289,7 @@ export class Adoption {
       throw new AppError('session_dead', "the session's sandbox is gone; restart it or create a new session")
     }
     const handle = await driver.adopt(rec.container_id, rec.id)
-    const live = this.attach(rec, handle, true)
+    const live = this.attach(rec, handle, true, term)
     try {
       const running = unfinished.find((ex) => ex.status === 'running')
       // Frames of the running execution that arrive now wait until those written while detached are replayed.
@@ -296,56 +318,6 @@ export class Adoption {
       if (err instanceof AppError) throw err
       throw new AppError('sandbox_failed', "the session's sandbox could not be re-attached", { cause: err })
     }
-  }
-
-  /**
-   * The client gave up on the sandbox (it stopped reading its input, or kept breaking the protocol):
-   * its executions end with an error saying why, its container is killed, and the session is dead
-   * (as after a crash: `restart` gives it a fresh interpreter). Nothing of it touches other sessions.
-   */
-  private async misbehaved(rec: SessionRecord, live: LiveSession, why: SandboxMisbehaved): Promise<void> {
-    const { driver, registry, runner, log } = this.deps
-    if (live.state !== 'attached') return
-    live.state = 'stopping'
-    log.warn({ sessionId: rec.id, reason: why.reason }, 'sandbox misbehaved; ending its session')
-    const killed = driver.kill(live.containerId).then(
-      () => true,
-      (err: unknown) => {
-        log.warn({ err, sessionId: rec.id }, 'could not kill a misbehaving sandbox; the reaper removes it')
-        return false
-      },
-    )
-    const [, wasKilled] = await Promise.all([runner.sandboxMisbehaved(live, why.reason), killed])
-    registry.release(live)
-    await this.markDead(rec.id)
-    if (!wasKilled) await this.deps.stores.sessions.setDeadline(rec.id, Date.now())
-  }
-
-  /** The REPL channel closed without the host asking: re-attach when only the stream broke, else the sandbox died. */
-  private async channelClosed(rec: SessionRecord, live: LiveSession): Promise<void> {
-    const { driver, registry, runner, log } = this.deps
-    if (live.state !== 'attached') return
-    let exit: Awaited<ReturnType<SandboxDriver['inspectExit']>>
-    try {
-      exit = await driver.inspectExit(live.containerId)
-    } catch (err) {
-      // The engine cannot say: let go; the next request for the session adopts it again.
-      log.warn({ err, sessionId: rec.id }, 'attach stream closed and the engine is unreachable; detaching')
-      registry.release(live)
-      return
-    }
-    if (live.state !== 'attached') return
-    if (exit.running) {
-      log.warn({ sessionId: rec.id }, 'attach stream closed; re-attaching')
-      registry.release(live)
-      await this.ensureLocal(rec)
-      return
-    }
-    live.state = 'stopping'
-    log.warn({ sessionId: rec.id, exitCode: exit.exitCode, oomKilled: exit.oomKilled }, 'sandbox exited')
-    await runner.sandboxGone(live, exit)
-    registry.release(live)
-    await this.markDead(rec.id)
   }
 }
 

@@ -68,7 +68,7 @@ export class SessionService {
     // in the record's round trip, so a request for the new session reaches this instance and waits
     // for the create (Adoption.creating) instead of adopting it half-made.
     const ended = adoption.creating(rec.id)
-    const [, , created] = await Promise.all([
+    const [lease, , created] = await Promise.all([
       stores.leases.acquireLease(rec.id, c.instanceId, c.LEASE_TTL_MS),
       stores.leases.addInstanceSession(c.instanceId, rec.id),
       // The deadline covers start-up too, so a crash mid-create still gets the session reaped.
@@ -93,7 +93,7 @@ export class SessionService {
       handle = await place.start()
       rec.container_id = handle.containerId
       // A pooled sandbox's REPL said ready before it was taken: the session's client expects no other.
-      const live = adoption.attach(rec, handle, place.pooled)
+      const live = adoption.attach(rec, handle, place.pooled, lease.term)
       // While its REPL starts: the engine is counted again (a refusal ends the session below), and a
       // cold sandbox's id is recorded, so the reaper finds it after a crash meanwhile.
       await Promise.all([
@@ -222,19 +222,20 @@ export class SessionService {
   private async restartLive(rec: SessionRecord): Promise<LiveSession> {
     const { registry, runner, adoption, stores, driver, config } = this.deps
     const id = rec.id
+    // Only the holder restarts: this instance may have lost the session while it was paused (then
+    // another instance holds it, and the request is refused session_moving, to be passed on there).
+    const term = await adoption.claimLease(rec)
     const old = registry.get(id)
     if (old) {
       old.state = 'stopping'
       await runner.endAll(old, 'killed')
       registry.release(old)
-    } else {
-      await adoption.claimLease(rec)
     }
     await stores.sessions.updateSession(id, { status: 'starting' })
     let live: LiveSession | null = null
     try {
       const handle = await driver.restart(rec.container_id, id)
-      live = adoption.attach(rec, handle, false)
+      live = adoption.attach(rec, handle, false, term)
       await live.client.ready
     } catch (err) {
       if (live) registry.release(live)

@@ -4,6 +4,7 @@
 // log-scripts.ts; this is their caller's side: their arguments, and what their replies added.
 import type { ChainableCommander, Redis } from 'ioredis'
 import type { RedisKeys } from './keys.js'
+import { LeaseLost } from './lease-store.js'
 import { eventJson } from '../event-json.js'
 import { APPEND_SCRIPT, DROP_SCRIPT, END_SCRIPT, START_SCRIPT } from './log-scripts.js'
 import type { LoggedEvent } from './records.js'
@@ -97,7 +98,8 @@ export class EventBytes {
     defineScripts(redis, [APPEND_SCRIPT, END_SCRIPT, START_SCRIPT, DROP_SCRIPT])
   }
 
-  private args(tenant: string, sid: string, eid: string): string[] {
+  /** The keys and the first arguments every script of log-scripts.ts takes; `term`: the writer's lease term ('' none: see fenced there). */
+  private args(tenant: string, sid: string, eid: string, term = ''): string[] {
     const k = this.keys
     return [
       k.events(sid, eid),
@@ -109,6 +111,7 @@ export class EventBytes {
       String(this.opts.limitFor(tenant)),
       String(this.opts.maxLen),
       this.opts.prefix,
+      term,
     ]
   }
 
@@ -126,29 +129,39 @@ export class EventBytes {
     return { id: kept === 1 ? (added?.events.at(-1)?.id ?? null) : null, added }
   }
 
-  /** Appends events in order, in one round trip, within the tenant's budget (`ahead`: kept whatever it); resolves with what was added. */
-  async appendMany(tenant: string, sid: string, eid: string, events: object[], ahead = false): Promise<Appended | null> {
+  /**
+   * Appends events in order, in one round trip, within the tenant's budget (`ahead`: kept whatever it);
+   * resolves with what was added. `term`: the writer's lease term; throws LeaseLost when the session's
+   * lease has passed to another term (nothing is added then).
+   */
+  async appendMany(tenant: string, sid: string, eid: string, events: object[], ahead = false, term = ''): Promise<Appended | null> {
     const mine = ownList(events)
-    const [, raw] = (await runScript(this.redis, APPEND_SCRIPT, ...this.args(tenant, sid, eid), ahead ? '1' : '0', ...mine.list!.map((e) => e.json))) as [
-      number,
-      unknown,
-    ]
+    const [kept, raw] = (await runScript(
+      this.redis,
+      APPEND_SCRIPT,
+      ...this.args(tenant, sid, eid, term),
+      ahead ? '1' : '0',
+      ...mine.list!.map((e) => e.json),
+    )) as [number, unknown]
+    if (kept === -1) throw new LeaseLost(sid)
     return appended(raw, mine)
   }
 
   /**
    * Checks the session, takes a running slot and records the execution with its first event (null:
-   * it logs elsewhere), in one round trip; see START.
+   * it logs elsewhere), in one round trip; see START. 'lost': the session's lease has passed to
+   * another term than `term` (the writer's; '' none), nothing was written.
    */
   async start(
     rec: { id: string; session_id: string; tenant: string },
     fields: Record<string, string>,
     first: object | null,
     slot: { max: number; untilMs: number; keepPerSession: number; now: number; idleDeadlineMs: number | null },
-  ): Promise<{ result: 'started'; added: Appended | null } | { result: 'no_slot' | 'no_session' } | { result: 'dead'; why: string }> {
+    term = '',
+  ): Promise<{ result: 'started'; added: Appended | null } | { result: 'no_slot' | 'no_session' | 'lost' } | { result: 'dead'; why: string }> {
     const k = this.keys
     const json = first ? JSON.stringify(first) : ''
-    const log = this.args(rec.tenant, rec.session_id, rec.id)
+    const log = this.args(rec.tenant, rec.session_id, rec.id, term)
     const now = slot.now
     const [code, extra] = (await runScript(
       this.redis,
@@ -175,6 +188,7 @@ export class EventBytes {
     )) as [number, unknown]
     if (code === 1) return { result: 'started', added: appended(extra, own(first, json)) }
     if (code === -2) return { result: 'dead', why: typeof extra === 'string' ? extra : '' }
+    if (code === -3) return { result: 'lost' }
     return { result: code === 0 ? 'no_slot' : 'no_session' }
   }
 
@@ -194,7 +208,8 @@ export class EventBytes {
    * with the end, appended as appendMany would, then the done), the record's end `fields` and expiry,
    * its slot, and (`session` given) its session's fields and idle deadline. Resolves with what was
    * added to the log. `expected`: the id the caller expects the done to get, as appendedAhead predicted it
-   * (its readers have the end already): nothing is added when the log holds it.
+   * (its readers have the end already): nothing is added when the log holds it. `term`: the writer's
+   * lease term ('' none); throws LeaseLost when the session's lease has passed to another (nothing is written then).
    */
   async end(
     rec: { tenant: string; sid: string; eid: string },
@@ -203,6 +218,7 @@ export class EventBytes {
     session: { fields: Record<string, string>; deadlineMs: number } | null,
     before: object[] = [],
     expected = '',
+    term = '',
   ): Promise<Appended | null> {
     const { tenant, sid, eid } = rec
     const k = this.keys
@@ -210,7 +226,7 @@ export class EventBytes {
     const ttlMs = this.opts.ttlS * 1000
     const json = done ? JSON.stringify(done) : ''
     const mine = ownList(before)
-    const log = this.args(tenant, sid, eid)
+    const log = this.args(tenant, sid, eid, term)
     const recordArgs = Object.entries(fields).flat()
     const raw = await runScript(
       this.redis,
@@ -235,6 +251,7 @@ export class EventBytes {
       ...recordArgs,
       ...(session ? Object.entries(session.fields).flat() : []),
     )
+    if (raw === -1) throw new LeaseLost(sid)
     return appended(raw, { ...own(done, json), ...mine })
   }
 }

@@ -29,15 +29,20 @@ export class EventLogStore {
     return (await this.eventBytes.append(tenant, sid, eid, event)).added
   }
 
-  /** Appends events in order, in one round trip, like appendLive each (`ahead`: kept whatever the tenant's budget, see appendedAhead). */
+  /**
+   * Appends events in order, in one round trip, like appendLive each (`ahead`: kept whatever the
+   * tenant's budget, see appendedAhead). `term`: the writer's lease term; throws LeaseLost when the
+   * session's lease has passed to another since (nothing is added then).
+   */
   async appendLiveMany(
     sid: string,
     eid: string,
     events: Array<{ type: string; [k: string]: unknown }>,
     tenant: string,
     ahead = false,
+    term = '',
   ): Promise<Appended | null> {
-    return this.eventBytes.appendMany(tenant, sid, eid, events, ahead)
+    return this.eventBytes.appendMany(tenant, sid, eid, events, ahead, term)
   }
 
   /** The log's last event (null: none). */

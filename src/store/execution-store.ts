@@ -29,15 +29,18 @@ export class ExecutionStore {
    * dead, takes one of the tenant's `max` running slots until `untilMs` at the latest, records it with
    * its first event (the `status` one; null: it logs elsewhere). A record that is `running` (with
    * `idleDeadlineMs`) starts at once: its session is made busy here, as recordStart would make it.
+   * `term`: the lease term of the instance that runs it ('' none); 'lost' when the lease has passed to another.
    */
   async startExecution(
     rec: ExecutionRecord,
     firstEvent: object | null,
     slot: { max: number; untilMs: number; idleDeadlineMs?: number },
+    term = '',
     keepPerSession = 100,
   ): ReturnType<EventBytes['start']> {
     const idleDeadlineMs = rec.status === 'running' ? (slot.idleDeadlineMs ?? null) : null
-    return this.eventBytes.start(rec, toHash(rec), firstEvent, { max: slot.max, untilMs: slot.untilMs, keepPerSession, now: rec.created_at, idleDeadlineMs })
+    const settings = { max: slot.max, untilMs: slot.untilMs, keepPerSession, now: rec.created_at, idleDeadlineMs }
+    return this.eventBytes.start(rec, toHash(rec), firstEvent, settings, term)
   }
 
   /** Records a new execution and, in the same round trip, its first event (the `status` one; null: it logs elsewhere). */
@@ -74,7 +77,8 @@ export class ExecutionStore {
    * Execution end, in one round trip: the `done` event (null: the execution logs into another's log,
    * which ends it itself), the execution record (and its expiry), the tenant's running slot, and
    * (when `session` is given) the session's status and idle deadline. Resolves with what it added to the log.
-   * `expected`: the id the done is expected to get (see EventBytes.end).
+   * `expected`: the id the done is expected to get; `term`: the writer's lease term, refused with
+   * LeaseLost once the lease has passed to another (see EventBytes.end).
    */
   async recordEnd(
     sid: string,
@@ -85,9 +89,10 @@ export class ExecutionStore {
     session: { fields: Partial<SessionRecord>; deadlineMs: number } | null,
     before: object[] = [],
     expected = '',
+    term = '',
   ): Promise<Appended | null> {
     const s = session ? { fields: toHash(session.fields), deadlineMs: session.deadlineMs } : null
-    return this.eventBytes.end({ tenant, sid, eid }, done, toHash(fields), s, before, expected)
+    return this.eventBytes.end({ tenant, sid, eid }, done, toHash(fields), s, before, expected, term)
   }
 
   async updateExecution(sid: string, eid: string, fields: Partial<ExecutionRecord>): Promise<void> {

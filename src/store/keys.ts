@@ -12,6 +12,10 @@ export function redisKeys(prefix: string) {
     events: (sid: string, eid: string) => `${prefix}{${sid}}:events:${eid}`,
     history: (sid: string) => `${prefix}{${sid}}:history`,
     lease: (sid: string) => `${prefix}{${sid}}:lease`,
+    // The lease's term: a number that grows whenever the lease passes to another holder (or is taken
+    // when free). A holder's writes carry the term it took the lease with (src/store/lease-store.ts).
+    // Built in Lua too, as this builds it (log-scripts.ts).
+    leaseTerm: (sid: string) => `${prefix}{${sid}}:lease-term`,
     tenantSessions: (tenant: string) => `${prefix}tenant:${tenant}:sessions`,
     tenantRunning: (tenant: string) => `${prefix}tenant:${tenant}:running`,
     tenantRate: (tenant: string, window: number) => `${prefix}tenant:${tenant}:rate:${window}`,

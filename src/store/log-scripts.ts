@@ -9,12 +9,22 @@ const ENTRY_OVERHEAD_BYTES = 64
 
 // KEYS: 1 the log's stream, 2 the tenant's total, 3 its bytes per log, 4 its ended logs scored by
 // when they expire, 5 its logs being truncated (bytes refused since the limit event).
-// ARGV: 1 the log ("sid/eid"), 2 the tenant's limit, 3 entries kept per log, 4 the key prefix.
-// A log's keys are built here as keys.ts builds them, for ended logs other than the one named.
+// ARGV: 1 the log ("sid/eid"), 2 the tenant's limit, 3 entries kept per log, 4 the key prefix,
+// 5 the writer's lease term ('' none: see fenced).
+// A log's keys are built here as keys.ts builds them, for ended logs other than the one named, and
+// for the lease term of the log's session.
 const PRELUDE = `
 local OVERHEAD = ${ENTRY_OVERHEAD_BYTES}
 local stream, totalKey, sizesKey, endedKey, truncKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local member, limit, maxlen, prefix = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local member, limit, maxlen, prefix, term = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], ARGV[5]
+
+-- Whether the write must be refused: it carries the term under which its instance took the
+-- session's lease, and the lease has passed to another holder since (lease-store.ts). Checked
+-- before anything is written, so an instance that lost the session while paused writes nothing more.
+local function fenced()
+  if term == '' then return false end
+  return redis.call('GET', prefix .. '{' .. string.match(member, '^(.-)/') .. '}:lease-term') ~= term
+end
 
 -- What this script knows of the tenant's total, of this log's length and of its truncation, read
 -- from Redis once at most and kept up to date by every change the script makes. Bytes this script
@@ -119,17 +129,19 @@ end
 `
 
 // Appends events in order (an execution's output that arrived together, in one round trip).
-// ARGV: 5 '1' when they must be kept (a status; output already handed to readers, see appendedAhead in
-// event-bytes.ts: small), 6... the events' JSON.
-// Returns {how many were added (the rest were refused), what was added (see add; the n-th event is '@n')}.
+// ARGV: 6 '1' when they must be kept (a status; output already handed to readers, see appendedAhead in
+// event-bytes.ts: small), 7... the events' JSON.
+// Returns {how many were added (the rest were refused), what was added (see add; the n-th event is '@n')};
+// {-1}: fenced, nothing added.
 const APPEND =
   PRELUDE +
   `
-local force, kept = ARGV[5] == '1', 0
+if fenced() then return { -1 } end
+local force, kept = ARGV[6] == '1', 0
 -- A log that ended and was dropped (or expired) is not brought back.
 if redis.call('ZSCORE', endedKey, member) and redis.call('EXISTS', stream) == 0 then return { 0, {} } end
-for i = 6, #ARGV do
-  if appendOwn(ARGV[i], '@' .. (i - 5), force) then kept = kept + 1 end
+for i = 7, #ARGV do
+  if appendOwn(ARGV[i], '@' .. (i - 6), force) then kept = kept + 1 end
 end
 settle()
 return { kept, added or {} }`
@@ -142,26 +154,27 @@ return { kept, added or {} }`
 // session, unless it is gone or dead: its fields, and its idle deadline, as SESSION_ACTIVITY does.
 // KEYS: 6 the execution's record, 7 the tenant's running slots, 8 the session's unfinished
 // executions, 9 the session, 10 the idle deadlines.
-// ARGV: 5 the done event's JSON ('' when the log is another's), 6 when the log expires (ms),
-// 7 now (ms), 8 the logs' time to live (ms), 9 the execution id, 10 the session's idle deadline
-// ('': the session is left as it is), 11 how many of the record's fields and values follow the
-// events, 12 how many events come before the done (output that arrived with it, as APPEND appends
-// them), 13 the id the caller expects the done to get ('' none: see below), then those events, the
+// ARGV: 6 the done event's JSON ('' when the log is another's), 7 when the log expires (ms),
+// 8 now (ms), 9 the logs' time to live (ms), 10 the execution id, 11 the session's idle deadline
+// ('': the session is left as it is), 12 how many of the record's fields and values follow the
+// events, 13 how many events come before the done (output that arrived with it, as APPEND appends
+// them), 14 the id the caller expects the done to get ('' none: see below), then those events, the
 // record's fields and values, and the session's. Returns what was added to the log (see add: the
-// done is '', the n-th event before it '@n').
+// done is '', the n-th event before it '@n'); -1: fenced, nothing written.
 // A caller that expects an id has handed the end to its readers already (execution-log.ts): the
 // events before the done are kept whatever the tenant's budget (they are small), and a log that
 // already holds that id (this call ran, and its reply was lost) gets nothing more.
 const END =
   PRELUDE +
   `
-local done, expireAt, now, ttl = ARGV[5], ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8])
+if fenced() then return -1 end
+local done, expireAt, now, ttl = ARGV[6], ARGV[7], tonumber(ARGV[8]), tonumber(ARGV[9])
 local exec, running, unfinished, session, deadlines = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
-local eid, sessionDeadline, n, before = ARGV[9], ARGV[10], tonumber(ARGV[11]), tonumber(ARGV[12])
-local expected = ARGV[13]
-local fieldsAt = 14 + before
+local eid, sessionDeadline, n, before = ARGV[10], ARGV[11], tonumber(ARGV[12]), tonumber(ARGV[13])
+local expected = ARGV[14]
+local fieldsAt = 15 + before
 if expected == '' or #redis.call('XRANGE', stream, expected, '+', 'COUNT', 1) == 0 then
-  for i = 1, before do appendOwn(ARGV[13 + i], '@' .. i, expected ~= '') end
+  for i = 1, before do appendOwn(ARGV[14 + i], '@' .. i, expected ~= '') end
   local refused = refusedSoFar() or -1
   if refused >= 0 then
     redis.call('HDEL', truncKey, member)
@@ -222,13 +235,13 @@ export const TRIM_EXECUTIONS = luaScript('trim_executions', 2, TRIM_LIST_LUA + `
 // one of the tenant's running slots (as ACQUIRE_SLOT in session-scripts.ts does), records the execution and
 // logs its first event. KEYS: 6 the tenant's running slots, 7 the execution, 8 the session's
 // executions, 9 its unfinished ones, 10 the session, 11 its older executions, 12 the idle deadlines.
-// ARGV: 5 the first event's JSON ('' none), 6 now (ms), 7 the tenant's cap, 8 when the slot frees
-// itself (ms), 9 the execution id, 10 executions listed per session, 11 the tenant, 12 when the logs
-// of executions listed no more have expired at the latest (ms), 13 the session's idle deadline when
+// ARGV: 6 the first event's JSON ('' none), 7 now (ms), 8 the tenant's cap, 9 when the slot frees
+// itself (ms), 10 the execution id, 11 executions listed per session, 12 the tenant, 13 when the logs
+// of executions listed no more have expired at the latest (ms), 14 the session's idle deadline when
 // the execution starts at once ('' when it waits: its start is recorded when it starts; otherwise
-// the session becomes busy here, as SESSION_ACTIVITY would make it), 14... the record's fields and values.
+// the session becomes busy here, as SESSION_ACTIVITY would make it), 15... the record's fields and values.
 // The session's latest two earlier executions, once ended, have their logs packed (log-packing.ts).
-// Returns {1, added}, {0}: no slot, {-1}: no such session, {-2, why}: the session is dead.
+// Returns {1, added}, {0}: no slot, {-1}: no such session, {-2, why}: the session is dead, {-3}: fenced.
 const START =
   PRELUDE +
   TRIM_LIST_LUA +
@@ -236,36 +249,37 @@ const START =
   `
 local running, exec, list, unfinished, session, older, deadlines = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12]
 local s = redis.call('HMGET', session, 'tenant', 'status', 'status_detail')
-if s[1] ~= ARGV[11] then return { -1 } end
+if s[1] ~= ARGV[12] then return { -1 } end
 if s[2] == 'dead' then return { -2, s[3] or '' } end
-redis.call('ZREMRANGEBYSCORE', running, '-inf', ARGV[6])
-if redis.call('ZCARD', running) >= tonumber(ARGV[7]) then return { 0 } end
-redis.call('ZADD', running, ARGV[8], ARGV[9])
+if fenced() then return { -3 } end
+redis.call('ZREMRANGEBYSCORE', running, '-inf', ARGV[7])
+if redis.call('ZCARD', running) >= tonumber(ARGV[8]) then return { 0 } end
+redis.call('ZADD', running, ARGV[9], ARGV[10])
 redis.call('PEXPIREAT', running, math.ceil(tonumber(redis.call('ZRANGE', running, 0, 0, 'REV', 'WITHSCORES')[2])))
-redis.call('HSET', exec, unpack(ARGV, 14))
+redis.call('HSET', exec, unpack(ARGV, 15))
 local sid = string.match(member, '^(.-)/')
-if ARGV[13] ~= '' then
-  redis.call('HSET', session, 'status', 'busy', 'last_active_at', ARGV[6])
-  redis.call('ZADD', deadlines, ARGV[13], sid)
+if ARGV[14] ~= '' then
+  redis.call('HSET', session, 'status', 'busy', 'last_active_at', ARGV[7])
+  redis.call('ZADD', deadlines, ARGV[14], sid)
 end
 for _, id in ipairs(redis.call('LRANGE', list, 0, 1)) do pack(sid .. '/' .. id) end
 -- Trimmed (and its older ones' expired ids dropped) once it lists more than it keeps.
-if redis.call('LPUSH', list, ARGV[9]) > tonumber(ARGV[10]) then ${TRIM_LIST}(list, older, tonumber(ARGV[10]), ARGV[12], ARGV[6]) end
-redis.call('SADD', unfinished, ARGV[9])
+if redis.call('LPUSH', list, ARGV[10]) > tonumber(ARGV[11]) then ${TRIM_LIST}(list, older, tonumber(ARGV[11]), ARGV[13], ARGV[7]) end
+redis.call('SADD', unfinished, ARGV[10])
 -- The execution is new, so is its log: nothing to look up before its first entry.
-if ARGV[5] ~= '' then
+if ARGV[6] ~= '' then
   added, lengthNow = { '' }, 0
-  add(ARGV[5], '')
+  add(ARGV[6], '')
   settle()
 end
 return { 1, added or {} }`
 
 // Drops the logs (and execution records) of a deleted session and gives their bytes back.
-// ARGV: 5... the logs ("sid/eid").
+// ARGV: 6... the logs ("sid/eid").
 const DROP =
   PRELUDE +
   `
-for i = 5, #ARGV do
+for i = 6, #ARGV do
   redis.call('UNLINK', logKey(ARGV[i], 'events'), logKey(ARGV[i], 'exec'))
   forget(ARGV[i])
 end

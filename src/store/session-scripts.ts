@@ -25,31 +25,59 @@ if redis.call('ZSCORE', KEYS[1], ARGV[1]) == ARGV[2] then redis.call('ZADD', KEY
 return 0`,
 )
 
-// Sets the lease when free or already ours; returns the holder.
+// Leases. KEYS[1] the lease (the holder's instance id, expiring unless renewed), KEYS[2] its term.
+// A lease that passes to another holder, or is taken while free, starts a new term: writes that
+// carry an earlier term are refused from then on (FENCE_LUA), so an instance that lost a session
+// while it was paused can no longer write for it. A holder that takes its own lease again keeps its term.
+const NEW_TERM_LUA = `
+local function takeFor(me, ttl)
+  local cur = redis.call('GET', KEYS[1])
+  redis.call('SET', KEYS[1], me, 'PX', ttl)
+  local term = cur == me and redis.call('GET', KEYS[2])
+  if not term then term = tostring(redis.call('INCR', KEYS[2])) end
+  return { me, term }
+end
+`
+
+// Sets the lease when free or already ours. Returns {holder, term} ({holder, ''} when another holds it).
+// ARGV: 1 this instance, 2 ttl (ms).
 export const ACQUIRE_LEASE = luaScript(
   'acquire_lease',
-  1,
-  `
+  2,
+  NEW_TERM_LUA +
+    `
 local cur = redis.call('GET', KEYS[1])
-if (not cur) or cur == ARGV[1] then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', tonumber(ARGV[2]))
-  return ARGV[1]
-end
-return cur`,
+if cur and cur ~= ARGV[1] then return { cur, '' } end
+return takeFor(ARGV[1], tonumber(ARGV[2]))`,
 )
 
-// Takes the lease when it is free, ours, or held by ARGV[2] (an instance that is gone or handed it
-// over); returns the holder. Exactly one of several instances racing for it wins.
+// Takes the lease when it is free, ours, or held by ARGV[2] while that instance's heartbeat
+// (KEYS[3]) is gone: an instance that came back in the meantime keeps its sessions. Exactly one of
+// several instances racing for it wins. Returns as ACQUIRE_LEASE. ARGV: 1 this instance, 2 the
+// instance that is gone ('' none), 3 ttl (ms).
 export const TAKE_LEASE = luaScript(
   'take_lease',
-  1,
+  3,
+  NEW_TERM_LUA +
+    `
+local cur = redis.call('GET', KEYS[1])
+if cur and cur ~= ARGV[1] and not (cur == ARGV[2] and redis.call('EXISTS', KEYS[3]) == 0) then return { cur, '' } end
+return takeFor(ARGV[1], tonumber(ARGV[3]))`,
+)
+
+// Renews a lease of ours for another ttl while its term is ARGV[3] ('' any: a session still being
+// made), also when it lapsed meanwhile (Redis was away) and nobody took it since. Returns the holder:
+// ARGV[1] when renewed, else another instance, or '' (lapsed and taken since, or another term).
+// ARGV: 1 this instance, 2 ttl (ms), 3 the term.
+export const RENEW_LEASE = luaScript(
+  'renew_lease',
+  2,
   `
 local cur = redis.call('GET', KEYS[1])
-if (not cur) or cur == ARGV[1] or cur == ARGV[2] then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', tonumber(ARGV[3]))
-  return ARGV[1]
-end
-return cur`,
+if cur and cur ~= ARGV[1] then return cur end
+if ARGV[3] ~= '' and redis.call('GET', KEYS[2]) ~= ARGV[3] then return '' end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', tonumber(ARGV[2]))
+return ARGV[1]`,
 )
 
 // Deletes the lease if it is still ARGV[1]'s.

@@ -60,6 +60,7 @@ export class SessionStore {
         this.keys.sessionOlder(rec.id),
         this.keys.history(rec.id),
         this.keys.lease(rec.id),
+        this.keys.leaseTerm(rec.id),
       )
       .srem(this.keys.tenantSessions(rec.tenant), rec.id)
       .zrem(this.keys.deadlines(), rec.id)

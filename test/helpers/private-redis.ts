@@ -42,6 +42,7 @@ export async function startPrivateRedis(opts: { persistent?: boolean } = {}): Pr
   let proc: ChildProcess | null = null
   const pinged = async () => {
     const r = new Redis({ port, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null })
+    r.on('error', () => undefined) // a refused connection while it starts: connect() says so
     try {
       await r.connect()
       return (await r.ping()) === 'PONG'

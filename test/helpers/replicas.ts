@@ -20,6 +20,8 @@ export interface Replicas {
   holderOf(sid: string): Promise<number>
   /** Sends `signal` and waits for the process to exit; it leaves the round-robin. */
   stop(i: number, signal: 'SIGKILL' | 'SIGTERM'): Promise<void>
+  /** Starts a stopped server again with its settings (the same instance id and port); it rejoins the round-robin. */
+  restart(i: number): Promise<void>
 }
 
 export async function startReplicas(t: Test, n: number, extra: Record<string, string> = {}): Promise<Replicas> {
@@ -73,6 +75,10 @@ export async function startReplicas(t: Test, n: number, extra: Record<string, st
       const exited = new Promise((r) => s.child.once('exit', r))
       s.child.kill(signal)
       await exited
+    },
+    async restart(i) {
+      servers[i] = await spawnServer(envs[i]!)
+      stopped.delete(i)
     },
   }
 }

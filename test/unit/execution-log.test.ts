@@ -36,6 +36,7 @@ function setup(store: LogStore, outputBytes: number) {
     id: 'ses_1',
     tenant: 't1',
     containerId: 'c1',
+    term: '1',
     client,
     state: 'attached',
     idleTimeoutS: 60,

@@ -1,6 +1,7 @@
 // ExecutionRunner without Docker or Redis: a fake REPL over an in-memory transport and an
 // in-memory store. Order of executions and events, exactly one `done`, the host's byte budget,
-// timeouts that interrupt and then kill, quotas, and a streamed step logging into another log.
+// timeouts that interrupt and then kill, quotas, a streamed step logging into another log, and a
+// session whose lease passed to another instance (its writes refused) let go at once.
 import t, { type Test } from 'tap'
 import { pino } from 'pino'
 import { loadConfig, type Config } from '../../src/config.js'
@@ -9,6 +10,7 @@ import { ExecutionRunner, type RunnerStores } from '../../src/sessions/runner/ex
 import { newPendingExecution, type PendingExecution } from '../../src/sessions/runner/execution.js'
 import type { LiveSession } from '../../src/sessions/runner/live-session.js'
 import { createMetrics } from '../../src/metrics.js'
+import { LeaseLost } from '../../src/store/lease-store.js'
 import type { DoneStatusT } from '../../src/schemas.js'
 import { memoryTransportPair, type FakeRepl } from '../helpers/memory-transport.js'
 import { eventJson } from '../../src/event-json.js'
@@ -22,6 +24,8 @@ class MemoryStore implements RunnerStore {
   readonly logs = new Map<string, Logged[]>()
   readonly records = new Map<string, Record<string, unknown>>()
   readonly slots = new Set<string>()
+  /** Another instance took the session's lease: Redis refuses the runner's writes under its term. */
+  lost = false
   constructor(private readonly maxSlots = 100) {}
 
   log(id: string): Logged[] {
@@ -37,7 +41,8 @@ class MemoryStore implements RunnerStore {
     this.slots.add(eid)
     return true
   }
-  async startExecution(rec: { id: string }, first: object | null): Promise<{ result: 'started'; added: null } | { result: 'no_slot' }> {
+  async startExecution(rec: { id: string }, first: object | null): Promise<{ result: 'started'; added: null } | { result: 'no_slot' | 'lost' }> {
+    if (this.lost) return { result: 'lost' }
     if (!(await this.acquireRunningSlot('', rec.id))) return { result: 'no_slot' }
     await this.createExecution(rec, first)
     return { result: 'started', added: null }
@@ -54,7 +59,8 @@ class MemoryStore implements RunnerStore {
     if (status) this.push(eid, status)
     return null
   }
-  async recordEnd(_sid: string, eid: string, _tenant: string, done: object | null, fields: object, _session: unknown, before: Logged[] = []): Promise<null> {
+  async recordEnd(sid: string, eid: string, _tenant: string, done: object | null, fields: object, _session: unknown, before: Logged[] = []): Promise<null> {
+    if (this.lost) throw new LeaseLost(sid)
     for (const e of before) this.push(eid, e)
     if (done) this.push(eid, done)
     Object.assign(this.records.get(eid) ?? {}, fields)
@@ -65,7 +71,8 @@ class MemoryStore implements RunnerStore {
     this.push(logId, e)
     return null
   }
-  async appendLiveMany(_sid: string, logId: string, events: Logged[]): Promise<null> {
+  async appendLiveMany(sid: string, logId: string, events: Logged[]): Promise<null> {
+    if (this.lost) throw new LeaseLost(sid)
     for (const e of events) this.push(logId, e)
     return null
   }
@@ -81,6 +88,8 @@ interface Harness {
   store: MemoryStore
   killed: string[]
   nextKill: () => Promise<string>
+  /** Why the runner let go of the session, each time it did (the session is then released, as Adoption.letGo does). */
+  letGo: string[]
 }
 
 function setup(t: Test, opts: { config?: Record<string, string>; outputBytes?: number; maxSlots?: number } = {}): Harness {
@@ -99,13 +108,20 @@ function setup(t: Test, opts: { config?: Record<string, string>; outputBytes?: n
     id: 'ses_1',
     tenant: 't1',
     containerId: 'c1',
+    term: '1',
     client,
     state: 'attached',
     idleTimeoutS: 60,
     outputBytes: opts.outputBytes ?? 1_000_000,
     work: { queue: [], running: null, reserved: 0 },
   }
-  const runner = new ExecutionRunner({
+  const letGo: string[] = []
+  const runner: ExecutionRunner = new ExecutionRunner({
+    letGo: (l, why) => {
+      letGo.push(why)
+      l.state = 'released'
+      runner.abandon(l)
+    },
     config,
     stores: { executions: store, logs: store, quotas: store },
     log,
@@ -126,7 +142,7 @@ function setup(t: Test, opts: { config?: Record<string, string>; outputBytes?: n
     runner.abandon(live)
     client.close()
   })
-  return { runner, live, repl, store, killed, nextKill }
+  return { runner, live, repl, store, killed, nextKill, letGo }
 }
 
 /** An execution whose `done` status the test can await. */
@@ -294,4 +310,32 @@ t.test('a streamed step logs into its target log with its tag, and observe can l
     'no status, no stderr, no done of its own',
   )
   t.same(store.log('exe_step'), [], 'nothing in a log of its own')
+})
+
+t.test('a write refused because the lease passed to another instance lets the session go: nothing more is written or run', async (t) => {
+  const { runner, live, repl, store, letGo } = setup(t)
+  const a = execution('exe_a', 'a')
+  const b = execution('exe_b', 'b')
+  await runner.enqueue(live, a.ex)
+  await runner.enqueue(live, b.ex)
+  await repl.nextFrame('execute')
+  repl.send({ type: 'stream', exec_id: 'exe_a', name: 'stdout', text: 'one\n' })
+  await new Promise(setImmediate)
+  t.same(types(store.log('exe_a')), ['status', 'stdout'])
+  // This instance was paused; another took the session over and relays its sandbox now.
+  store.lost = true
+  repl.send({ type: 'stream', exec_id: 'exe_a', name: 'stdout', text: 'two\n' })
+  repl.send({ type: 'done', exec_id: 'exe_a', status: 'ok', execution_count: 1 })
+  await a.done
+  t.same(letGo, ['lost'], 'the session was let go, once')
+  t.same(types(store.log('exe_a')), ['status', 'stdout'], 'nothing written after the refusal: the new holder writes the rest')
+  t.equal(repl.frames.filter((f) => f.type === 'execute').length, 1, 'the queued execution is not sent to the sandbox (the new holder runs it)')
+})
+
+t.test('an execution submitted to an instance whose lease passed to another is refused session_moving, and the session let go', async (t) => {
+  const { runner, live, store, letGo } = setup(t)
+  store.lost = true
+  await t.rejects(runner.enqueue(live, execution('exe_a', 'a').ex), { code: 'session_moving' })
+  t.same(letGo, ['lost'])
+  t.equal(store.records.has('exe_a'), false, 'nothing recorded')
 })

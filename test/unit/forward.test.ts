@@ -1,7 +1,8 @@
 // The hop to a session's holder (src/cluster/forward.ts) between two in-process HTTP servers: the
 // holder's answer reaches the client whole and in order, a head whose body waits still reaches it at
 // once, and a holder that dies mid-answer leaves the client with a cut answer, never a
-// complete-looking one; only the path travels, signed, without the headers Connection names.
+// complete-looking one; a closing holder's refusal never reaches the client; only the path travels,
+// signed, without the headers Connection names.
 import t, { type Test } from 'tap'
 import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import { connect, type AddressInfo } from 'node:net'
@@ -103,6 +104,33 @@ t.test('a holder that dies in the middle of an answer leaves the client with a c
   const { body, complete } = await readAll(res)
   t.equal(body, 'data: first\n\n', 'what came before the cut came through')
   t.notOk(complete, 'the client sees that the answer was cut')
+})
+
+t.test("a closing holder's 503 (problem+json, marked refused) is a refusal: the client never sees it, the request is asked again", async (t) => {
+  const url = await holder(t, (_req, res) => {
+    res.writeHead(503, { 'content-type': 'application/problem+json', 'retry-after': '1', 'x-replcast-refused': '1', connection: 'close' })
+    res.end(JSON.stringify({ code: 'unavailable', status: 503 }))
+  })
+  const forwarder = new Forwarder()
+  const outcomes: HopOutcome[] = []
+  // A front that answers by itself when the hop was refused (routing.ts asks the new holder then).
+  const f = await listen((req, res) => {
+    void forwarder
+      .forward(req, res, url, sign, new HopBody(req, 0), () => undefined)
+      .then((o) => {
+        outcomes.push(o)
+        if (!res.headersSent) res.end('asked again')
+      })
+  })
+  t.teardown(() => {
+    forwarder.close()
+    f.server.closeAllConnections()
+    f.server.close()
+  })
+  const res = await get(`${f.url}/v1/sessions/s/executions`)
+  t.equal(res.statusCode, 200)
+  t.equal((await readAll(res)).body, 'asked again', "the closing instance's answer did not reach the client")
+  t.same(outcomes, [{ kind: 'refused' }])
 })
 
 /** Sends `text` as it is on a new connection to `url`; resolves with what came back before the close. */

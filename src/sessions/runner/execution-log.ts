@@ -1,6 +1,8 @@
 // What the execution runner writes to Redis for one execution: its events, in order, within the
 // host's own byte budget, and its end (the `done` event with the execution and session fields),
-// retried while Redis is away. The runner decides what happens; this file only records it.
+// retried while Redis is away, each under the session's lease term (a write Redis refuses because
+// the lease passed to another instance lets the session go). The runner decides what happens; this
+// file only records it.
 import type { Logger } from 'pino'
 import type { Config } from '../../config.js'
 import type { DoneStatusT } from '../../schemas.js'
@@ -8,6 +10,7 @@ import type { EventFeed } from '../../store/event-feed.js'
 import { appendedAhead, type Appended } from '../../store/event-bytes.js'
 import type { EventLogStore } from '../../store/event-log-store.js'
 import type { ExecutionStore } from '../../store/execution-store.js'
+import { LeaseLost } from '../../store/lease-store.js'
 import { ownsLog, type EventPayload, type PendingExecution } from './execution.js'
 import type { LiveSession } from './live-session.js'
 import { LogTails } from './log-tails.js'
@@ -28,6 +31,8 @@ export interface ExecutionLogDeps {
   feed: Pick<EventFeed, 'deliver'>
   log: Logger
   metrics: Metrics
+  /** Redis refused a write for the session: its lease passed to another instance, which relays its sandbox now. */
+  letGo?: (live: LiveSession, why: 'lost') => void
 }
 
 /** Events of an execution not sent to Redis yet: they leave together at the end of the current task. */
@@ -87,7 +92,7 @@ export class ExecutionLog {
         if (this.outboxes.get(ex) !== opened) return // claimed by the end
         this.outboxes.delete(ex)
         this.store(live, ex, logId, opened.events, opened.bytes, (events, ahead) =>
-          this.deps.stores.logs.appendLiveMany(live.id, logId, events, live.tenant, ahead),
+          this.deps.stores.logs.appendLiveMany(live.id, logId, events, live.tenant, ahead, live.term),
         )
       })
     }
@@ -127,7 +132,8 @@ export class ExecutionLog {
       (err: unknown) => {
         replied(null)
         if (bytes) this.unstored.stored(live, bytes)
-        this.deps.log.error({ err, sessionId: live.id, executionId: ex.id }, 'event append failed')
+        if (err instanceof LeaseLost) this.deps.letGo?.(live, 'lost')
+        else this.deps.log.error({ err, sessionId: live.id, executionId: ex.id }, 'event append failed')
       },
     )
     // After the write: it leaves before anything a reader does with them.
@@ -200,9 +206,9 @@ export class ExecutionLog {
     const ahead = done && last !== null ? appendedAhead(last, before?.events ?? [], done) : null
     const expected = ahead ? ahead.events.at(-1)!.id : ''
     try {
-      const written = retry(() => stores.executions.recordEnd(live.id, ex.id, live.tenant, done, fields, session, before?.events, expected), {
+      const written = retry(() => stores.executions.recordEnd(live.id, ex.id, live.tenant, done, fields, session, before?.events, expected, live.term), {
         windowMs: this.deps.config.REDIS_RETRY_MS,
-        retryable: isRedisUnavailable,
+        retryable: (err) => isRedisUnavailable(err) && !(err instanceof LeaseLost),
         onRetry: () => metrics.redisWriteRetries.inc(),
       })
       // Sent first: the end's write leaves before anything a reader does with it (the next request).
@@ -212,7 +218,9 @@ export class ExecutionLog {
       if (done || before) this.deps.feed.deliver(live.id, ex.id, added)
       return true
     } catch (err) {
-      this.deps.log.error({ err, sessionId: live.id, executionId: ex.id }, 'could not record the end of an execution; letting the session go')
+      // Another instance holds the session now: it ends the execution from the sandbox's own log.
+      if (err instanceof LeaseLost) this.deps.letGo?.(live, 'lost')
+      else this.deps.log.error({ err, sessionId: live.id, executionId: ex.id }, 'could not record the end of an execution; letting the session go')
       return false
     } finally {
       if (before?.bytes) this.unstored.stored(live, before.bytes)

@@ -41,8 +41,10 @@ export interface RunnerDeps {
    * The runner cannot go on with the session: an execution's end could not be recorded (Redis),
    * or its sandbox could not be killed (Docker). Its executions have ended here; the session is let
    * go, to be finished from Redis and its container (or removed) by whichever instance comes next.
+   * Lost: Redis refused a write because the session's lease passed to another instance (this one
+   * was paused, or looked gone): that one relays the sandbox and ends the executions.
    */
-  letGo?: (live: LiveSession, why: 'unrecorded' | 'unkillable') => void
+  letGo?: (live: LiveSession, why: 'unrecorded' | 'unkillable' | 'lost') => void
 }
 
 /** Why a sandbox's executions end when it went away. */
@@ -119,11 +121,15 @@ export class ExecutionRunner {
       if (!busy) ex.startedAt = Date.now()
       const status = ownsLog(ex) ? { type: 'status', state: busy ? 'queued' : 'running', execution_id: ex.id } : null
       const slot = { max: maxRunning, untilMs: slotUntil, ...(busy ? {} : { idleDeadlineMs: busyDeadline(live, ex, this.config) }) }
-      const started = await this.stores.executions.startExecution(queuedRecord(live, ex), status, slot)
+      const started = await this.stores.executions.startExecution(queuedRecord(live, ex), status, slot, live.term)
       if (started.result === 'no_slot')
         throw new AppError('quota_exceeded', `tenant has ${maxRunning} executions queued or running (the maximum)`, { headers: { 'retry-after': '1' } })
       if (started.result === 'no_session') throw new AppError('session_not_found', `no session ${live.id}`)
       if (started.result === 'dead') throw new AppError('session_dead', started.why || "the session's sandbox has died; restart it or create a new session")
+      if (started.result === 'lost') {
+        this.deps.letGo?.(live, 'lost')
+        throw new AppError('session_moving', 'the session is moving between API instances; try again in a moment', { headers: { 'retry-after': '1' } })
+      }
       if (started.result === 'started') added = started.added
     } catch (err) {
       // An error in the round trip itself may have left the slot taken.

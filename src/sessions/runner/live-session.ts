@@ -21,6 +21,8 @@ export interface LiveSession {
   readonly id: string
   readonly tenant: string
   readonly containerId: string
+  /** The lease term this instance attached under: its writes for the session carry it, and Redis refuses them once the lease has passed to another (store/lease-store.ts). */
+  readonly term: string
   readonly client: ReplClient
   state: LiveState
   readonly idleTimeoutS: number
