@@ -50,8 +50,8 @@ export default {
     ),
     forbid(
       'rooms-below-the-lifecycle',
-      "The sessions layer's rooms (runner/, supply/) import nothing of the lifecycle above them (ids.ts: the ids both make)",
-      { path: '^src/sessions/(runner|supply)/' },
+      "The sessions layer's rooms (runner/, supply/, processes/) import nothing of the lifecycle above them (ids.ts: the ids both make)",
+      { path: '^src/sessions/(runner|supply|processes)/' },
       { path: '^src/sessions/[^/]+\\.ts$', pathNot: '^src/sessions/ids\\.ts$' },
     ),
     forbid(
@@ -82,6 +82,7 @@ export default {
     face('sessions'),
     face('sessions/runner'),
     face('sessions/supply'),
+    face('sessions/processes'),
     face('cluster'),
   ],
   options: {

@@ -74,6 +74,8 @@ export async function deleteSession(t: Target, sid: string): Promise<void> {
 
 export interface RunOptions {
   timeout_s?: number
+  /** python (the default) or bash. */
+  language?: 'python' | 'bash'
   /** Called with each event as it is parsed (JSON data); return true to stop reading (the connection is closed). */
   onEvent?: (e: SseEvent) => boolean | void
   /** Read no faster than this many bytes per second (a slow client: TCP's backpressure reaches the server). */
@@ -94,7 +96,7 @@ export interface Run {
 /** POSTs an execution with Accept: text/event-stream and reads its events until the stream ends. */
 export async function execute(t: Target, sid: string, code: string, opts: RunOptions = {}): Promise<Run> {
   const t0 = performance.now()
-  const body = JSON.stringify(opts.timeout_s ? { code, timeout_s: opts.timeout_s } : { code })
+  const body = JSON.stringify({ code, ...(opts.timeout_s ? { timeout_s: opts.timeout_s } : {}), ...(opts.language ? { language: opts.language } : {}) })
   const { status, res } = await send(t, 'POST', `/v1/sessions/${sid}/executions`, body, { accept: 'text/event-stream' })
   if (status !== 200) throw new Error(`execution answered ${status}: ${await readAll(res)}`)
   const run: Run = { status, t0, doneAt: NaN, bytes: 0 }

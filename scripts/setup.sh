@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs and starts what replcast needs on a Debian machine (Node 22, npm packages,
 # docker.io + gVisor, redis-server, the sandbox image, Chromium for the playground's browser test,
-# flake8 for the Python lint); quick when all of it is there.
-# Usage: source scripts/setup.sh [node|deps|docker|redis|image|browser|lint|all]...  (sourcing exports PATH for Node 22)
+# tmux for the terminal CLI's test, flake8 for the Python lint); quick when all of it is there.
+# Usage: source scripts/setup.sh [node|deps|docker|redis|image|browser|terminal|lint|all]...  (sourcing exports PATH for Node 22)
 set -euo pipefail
 
 REPLCAST_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -123,8 +123,9 @@ for what in "${@:-all}"; do
     redis) ensure_redis ;;
     image) ensure_docker; ensure_image ;;
     browser) ensure_apt chromium ;; # test/playground.test.ts drives it with playwright-core
+    terminal) ensure_apt tmux ;; # test/cli-shell.test.ts runs `replcast shell` in a tmux pane
     lint) ensure_apt flake8 ;; # npm test's python-lint check
-    all) ensure_node; ensure_deps; ensure_docker; ensure_redis; ensure_image; ensure_apt chromium flake8 ;;
+    all) ensure_node; ensure_deps; ensure_docker; ensure_redis; ensure_image; ensure_apt chromium tmux flake8 ;;
     *) say "unknown step: $what"; exit 2 ;;
   esac
 done

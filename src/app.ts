@@ -2,6 +2,7 @@
 // (tests pass their own Redis prefix, Docker labels, LLM endpoint) and closed in onClose.
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
 import { fastifySSE } from '@fastify/sse'
+import fastifyWebsocket from '@fastify/websocket'
 import { eventJson } from './event-json.js'
 import type { Redis } from 'ioredis'
 import type { Logger } from 'pino'
@@ -33,10 +34,13 @@ import { sessionRoutes } from './http/routes/sessions.js'
 import { executionRoutes } from './http/routes/executions.js'
 import { oneShotRoutes } from './http/routes/one-shot.js'
 import { fileRoutes } from './http/routes/files.js'
+import { processRoutes } from './http/routes/processes.js'
 import { opsRoutes } from './http/routes/ops.js'
 import { messageRoutes } from './http/routes/messages.js'
 import { mcpRoutes } from './http/routes/mcp.js'
 import { playgroundRoutes } from './http/routes/playground.js'
+import { ptyRoutes } from './http/routes/pty.js'
+import { closeSockets, MAX_INPUT_FRAME_BYTES } from './http/pty-socket.js'
 import { allowedModels, LlmService } from './agent/llm-service.js'
 import { OpenAiLlmClient } from './agent/llm-client.js'
 import { SubCalls } from './agent/sub-calls.js'
@@ -106,6 +110,12 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   await installOpenApi(app)
   // Events' data as eventJson makes it: an output's text escaped once for Redis and every client (src/event-json.ts).
   await app.register(fastifySSE, { heartbeatInterval: config.SSE_HEARTBEAT_MS, serializer: eventJson })
+  // WebSockets (a session's terminal, http/routes/pty.ts): frames no larger than a paste, no compression
+  // (it would hold output in zlib's buffers); closing, a terminal's socket says why.
+  await app.register(fastifyWebsocket, {
+    options: { maxPayload: MAX_INPUT_FRAME_BYTES, perMessageDeflate: false },
+    preClose: () => closeSockets(app.websocketServer.clients, 'the API instance is stopping; connect again'),
+  })
 
   const rate = new RateLimiter(stores.quotas, (err) => log.warn({ err }, 'could not add request counts to Redis; retrying'), opts.now)
   const auth = authenticate(config, stores.leases, rate, (req) => cluster.isInternal(req.raw), opts.now)
@@ -127,9 +137,17 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   await app.register(sessionRoutes, { sessions, executions })
   await app.register(executionRoutes, { executions, streams, secret: streamTokenSecret(stores.leases) })
   await app.register(fileRoutes, { files: layer.files, maxDrainBytes: config.MAX_FILE_BYTES })
+  await app.register(processRoutes, { processes: layer.processes, streams })
   await app.register(oneShotRoutes, { oneShots: layer.oneShots, executions, streams, templates: layer.templates })
   await app.register(messageRoutes, { executions, streams, llm })
-  await app.register(mcpRoutes, { sessions, executions, files: layer.files, oneShots: layer.oneShots, version: API_VERSION })
+  await app.register(mcpRoutes, { sessions, executions, files: layer.files, oneShots: layer.oneShots, processes: layer.processes, version: API_VERSION })
+  await app.register(ptyRoutes, {
+    terminals: layer.terminals,
+    sessions,
+    secret: streamTokenSecret(stores.leases),
+    bufferBytes: config.TERMINAL_BUFFER_BYTES,
+    pingMs: config.SSE_HEARTBEAT_MS,
+  })
   await app.register(playgroundRoutes)
   await app.register(opsRoutes, { redis, driver, metrics, openapiYaml: () => app.swagger({ yaml: true }) })
 

@@ -50,9 +50,11 @@ export function keepTextJson<T extends object>(from: object, to: T): T {
   return to
 }
 
-// A stream frame as the REPL writes it (Python's C JSON encoder, compact, keys in this order):
+// A stream frame as the REPL writes it (Python's C JSON encoder, compact, keys in this order), or a
+// background process's output frame:
 // {"v":1,"type":"stream","exec_id":"…","name":"stdout","text":"…","seq":7}
-const STREAM_HEAD = /^\{"v":\d+,"type":"stream","exec_id":"[\w-]*","name":"std(?:out|err)","text":"/
+// {"v":1,"type":"proc_output","proc_id":"…","pos":3,"name":"stdout","text":"…","seq":8}
+const STREAM_HEAD = /^\{"v":\d+,"type":"(?:stream","exec_id":"[\w-]*"|proc_output","proc_id":"[\w-]*","pos":\d+),"name":"std(?:out|err)","text":"/
 const STREAM_TAIL = '","seq":'
 const DIGITS_AND_BRACE = /^\d+\}$/
 const BACKSLASH = 92

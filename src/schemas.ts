@@ -11,6 +11,7 @@ const Id = (prefix: string, description: string) => Type.String({ pattern: `^${p
 
 export const SessionId = Id('ses', 'Session id')
 export const ExecutionId = Id('exe', 'Execution id')
+export const ProcessId = Id('prc', 'Process id')
 
 export const Runtime = Type.Union([Type.Literal('runc'), Type.Literal('runsc')], {
   $id: 'Runtime',
@@ -158,8 +159,8 @@ export const ExecutionStatus = Type.Union([L('queued'), L('running'), L('ok'), L
   $id: 'ExecutionStatus',
 })
 export const EventType = Type.Union(
-  [L('status'), L('stdout'), L('stderr'), L('result'), L('display'), L('error'), L('limit'), L('code'), L('llm_call'), L('final'), L('done')],
-  { $id: 'EventType', description: 'SSE event name' },
+  [L('status'), L('stdout'), L('stderr'), L('result'), L('display'), L('error'), L('limit'), L('code'), L('llm_call'), L('final'), L('done'), L('exit')],
+  { $id: 'EventType', description: "SSE event name (exit: the last event of a background process's output)" },
 )
 
 const MimeBundle = Type.Record(Type.String(), Type.Unknown(), { description: 'MIME type → content (image/png is base64)' })
@@ -196,7 +197,8 @@ export const Event = Type.Object(
     duration_ms: Type.Optional(Type.Number()),
     exit_code: Type.Optional(
       Type.Union([Type.Integer(), Type.Null()], {
-        description: "done of a bash execution: the script's exit status (128 + N when signal N ended it); null when the sandbox died first",
+        description:
+          'done of a bash execution, or exit of a background process: its exit status (128 + N when signal N ended it); null when the sandbox died (or the session was restarted) first',
       }),
     ),
   },
@@ -217,6 +219,57 @@ export const Execution = Type.Object(
   },
   { $id: 'Execution' },
 )
+
+/** Environment names a background process may be given. */
+const PROCESS_ENV_NAME = '^[A-Za-z_][A-Za-z0-9_]{0,127}$'
+
+export const StartProcessBody = Type.Object(
+  {
+    command: Type.String({ minLength: 1, maxLength: 65536, description: 'Run with bash -c in the sandbox, in its own process group' }),
+    cwd: Type.Optional(
+      Type.String({ maxLength: 4096, description: 'Its working directory: relative to /workspace, or absolute (default /workspace); it must exist' }),
+    ),
+    env: Type.Optional(
+      Type.Record(Type.String({ pattern: PROCESS_ENV_NAME }), Type.String({ maxLength: 4096 }), {
+        propertyNames: { pattern: PROCESS_ENV_NAME },
+        maxProperties: 64,
+        additionalProperties: false,
+        description: "Environment variables added to the sandbox's own",
+      }),
+    ),
+  },
+  { $id: 'StartProcessRequest', additionalProperties: false },
+)
+
+export const Process = Type.Object(
+  {
+    id: ProcessId,
+    session_id: SessionId,
+    command: Type.String(),
+    cwd: Type.String({ description: 'As the request gave it ("" for /workspace)' }),
+    status: Type.Union([L('running'), L('exited')]),
+    exit_code: Type.Union([Type.Integer(), Type.Null()], {
+      description:
+        'Its exit status once exited (128 + N when signal N ended it); null while it runs, or when it ended with its sandbox (the session restarted, or the sandbox died)',
+    }),
+    started_at: Type.String({ format: 'date-time' }),
+    ended_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+  },
+  { $id: 'Process', additionalProperties: false },
+)
+
+export const ProcessList = Type.Object(
+  { processes: Type.Array(ref(Process), { description: 'Oldest first: the running ones, and those that exited within EVENT_LOG_TTL_S (at most 100)' }) },
+  { $id: 'ProcessList', additionalProperties: false },
+)
+
+/** The signals a process may be sent (to its whole process group). */
+export const SignalName = Type.Union(
+  [L('HUP'), L('INT'), L('QUIT'), L('KILL'), L('USR1'), L('USR2'), L('TERM'), L('CONT'), L('STOP'), L('TSTP'), L('WINCH'), L('ALRM')],
+  { description: "Sent to the process's process group (bash and what it started)" },
+)
+
+export const SignalBody = Type.Object({ signal: SignalName }, { $id: 'SignalRequest', additionalProperties: false })
 
 export const Problem = Type.Object(
   {
@@ -254,3 +307,6 @@ export type CreateSessionBodyT = Static<typeof CreateSessionBody>
 export type OneShotBodyT = Static<typeof OneShotBody>
 export type ExecutionT = Static<typeof Execution>
 export type DoneStatusT = Static<typeof DoneStatus>
+export type ProcessT = Static<typeof Process>
+export type StartProcessBodyT = Static<typeof StartProcessBody>
+export type SignalT = Static<typeof SignalName>

@@ -21,6 +21,7 @@ export const TenantLimitsOverride = Type.Object(
     max_exec_timeout_s: Type.Optional(PosNum("Ceiling for an execution's timeout_s")),
     max_output_bytes: Type.Optional(Type.Integer({ minimum: 1024, maximum: 1 << 30, description: 'Ceiling for output bytes per execution' })),
     max_idle_timeout_s: Type.Optional(PosInt('Ceiling for idle_timeout_s')),
+    max_processes: Type.Optional(Type.Integer({ minimum: 1, maximum: 1024, description: 'Background processes running at once in one session' })),
     max_event_bytes: Type.Optional(
       Type.Integer({
         minimum: 1024,
@@ -52,6 +53,7 @@ export interface TenantDefaultsSource {
   MAX_EXEC_TIMEOUT_S: number
   MAX_OUTPUT_BYTES: number
   MAX_IDLE_TIMEOUT_S: number
+  MAX_PROCESSES: number
   TENANT_MAX_EVENT_BYTES: number
   TENANT_LLM_CALLS_PER_MINUTE: number
   TENANT_LLM_TOKENS_PER_MINUTE: number
@@ -97,6 +99,7 @@ function defaultsFromConfig(c: TenantDefaultsSource): TenantLimits {
     max_exec_timeout_s: c.MAX_EXEC_TIMEOUT_S,
     max_output_bytes: c.MAX_OUTPUT_BYTES,
     max_idle_timeout_s: c.MAX_IDLE_TIMEOUT_S,
+    max_processes: c.MAX_PROCESSES,
     max_event_bytes: c.TENANT_MAX_EVENT_BYTES,
     llm_calls_per_minute: c.TENANT_LLM_CALLS_PER_MINUTE,
     llm_tokens_per_minute: c.TENANT_LLM_TOKENS_PER_MINUTE,

@@ -1,6 +1,6 @@
 // The `replcast` CLI as a user runs it: a child process (`node clients/typescript/bin/replcast.js`,
-// the root package's bin) against a live server. Output order and timing, exit codes, code from an
-// argument, a file and stdin, Ctrl+C as an interrupt, the interactive console, sessions ls/rm,
+// the root package's bin) against a live server. Output order and timing, exit codes, code from a
+// file, stdin and -c (as python takes it), Ctrl+C as an interrupt, the interactive console, sessions ls/rm,
 // files put/get/ls/rm, bash scripts and one-shots.
 import t from 'tap'
 import { execFile, spawn, type ChildProcessWithoutNullStreams } from 'node:child_process'
@@ -60,7 +60,7 @@ t.test('the replcast CLI', async (t) => {
   const sessionsNow = async () => (await api(h.url, 'GET', '/v1/sessions')).body.sessions.length as number
 
   t.test('run streams output live, in order, and exits 0', async (t) => {
-    const c = cli(h.url, ['run', 'import time\nprint("first", flush=True)\ntime.sleep(1.5)\nprint("second")\n6 * 7'])
+    const c = cli(h.url, ['run', '-c', 'import time\nprint("first", flush=True)\ntime.sleep(1.5)\nprint("second")\n6 * 7'])
     t.equal(await c.exited, 0, c.stderr())
     t.equal(c.stdout(), 'first\nsecond\n42\n')
     const first = c.chunks.find((x) => x.text.includes('first'))!
@@ -71,36 +71,63 @@ t.test('the replcast CLI', async (t) => {
   })
 
   t.test('exit codes follow the execution status; tracebacks go to stderr', async (t) => {
-    const err = cli(h.url, ['run', 'def f():\n    raise ValueError("boom")\nf()'])
+    const err = cli(h.url, ['run', '-c', 'def f():\n    raise ValueError("boom")\nf()'])
     t.equal(await err.exited, 1)
     t.match(err.stderr(), /Traceback[\s\S]*ValueError: boom/)
     t.equal(err.stdout(), '')
-    const timeout = cli(h.url, ['run', '--timeout', '1', 'import time\ntime.sleep(30)'])
+    const timeout = cli(h.url, ['run', '--timeout', '1', '-c', 'import time\ntime.sleep(30)'])
     t.equal(await timeout.exited, 124)
     t.match(timeout.stderr(), /timeout/)
-    const usage = cli(h.url, ['run', '--timeout', 'soon', '1'])
+    const usage = cli(h.url, ['run', '--timeout', 'soon', '-c', '1'])
     t.equal(await usage.exited, 2)
-    const refused = cli(h.url, ['run', '1'], { key: 'wrong-key' })
+    const refused = cli(h.url, ['run', '-c', '1'], { key: 'wrong-key' })
     t.equal(await refused.exited, 3)
     t.match(refused.stderr(), /unauthorized/)
-    const nokey = cli(h.url, ['run', '1'], { key: null })
+    const nokey = cli(h.url, ['run', '-c', '1'], { key: null })
     t.equal(await nokey.exited, 2)
     t.match(nokey.stderr(), /REPLCAST_API_KEY/)
   })
 
-  t.test('code from stdin and from a file', async (t) => {
+  t.test('the code comes as python takes it: FILE, - (stdin), -c CODE, or stdin when none is given', async (t) => {
+    const dir = t.testdir({ 'job.py': 'import sys\nfor i in range(3):\n    print(i)\n', 'job.sh': 'echo "from $0"; exit 6\n' })
+    const fromFile = cli(h.url, ['run', `${dir}/job.py`])
+    t.equal(await fromFile.exited, 0, fromFile.stderr())
+    t.equal(fromFile.stdout(), '0\n1\n2\n', 'run FILE runs the file')
+    const dash = cli(h.url, ['run', '-'], { stdin: 'print(6 * 7)\n' })
+    t.equal(await dash.exited, 0)
+    t.equal(dash.stdout(), '42\n', 'run - reads stdin')
     const piped = cli(h.url, ['run'], { stdin: 'import sys\nprint(sum(range(5)))\nprint("to err", file=sys.stderr)\n' })
     t.equal(await piped.exited, 0)
-    t.equal(piped.stdout(), '10\n')
+    t.equal(piped.stdout(), '10\n', 'nothing given, stdin not a terminal: stdin')
     t.equal(piped.stderr(), 'to err\n')
-    const file = `${t.testdir({ 'job.py': 'for i in range(3):\n    print(i)\n' })}/job.py`
-    const fromFile = cli(h.url, ['run', '--file', file])
-    t.equal(await fromFile.exited, 0)
-    t.equal(fromFile.stdout(), '0\n1\n2\n')
+    const inline = cli(h.url, ['run', '-c', 'print("inline")'])
+    t.equal(await inline.exited, 0)
+    t.equal(inline.stdout(), 'inline\n', 'run -c CODE runs CODE')
+
+    const bashFile = cli(h.url, ['run', '--bash', `${dir}/job.sh`])
+    t.equal(await bashFile.exited, 6, 'run --bash FILE: the script exit code')
+    t.match(bashFile.stdout(), /^from /)
+    const bashDash = cli(h.url, ['run', '--bash', '-'], { stdin: 'echo piped; exit 2\n' })
+    t.equal(await bashDash.exited, 2)
+    t.equal(bashDash.stdout(), 'piped\n', 'run --bash - reads the script from stdin')
+    const bashInline = cli(h.url, ['run', '--bash', '-c', 'echo $((6 * 7))'])
+    t.equal(await bashInline.exited, 0)
+    t.equal(bashInline.stdout(), '42\n', 'run --bash -c CODE')
+
+    const missing = cli(h.url, ['run', 'print(1)'])
+    t.equal(await missing.exited, 2, 'a FILE that is not there is a usage mistake, never run as code')
+    t.match(missing.stderr(), /cannot read print\(1\): ENOENT.*use -c/)
+    const extra = cli(h.url, ['run', `${dir}/job.py`, 'more'])
+    t.equal(await extra.exited, 2)
+    t.match(extra.stderr(), /one FILE at a time/)
+    const both = cli(h.url, ['run', '-c', '1', `${dir}/job.py`])
+    t.equal(await both.exited, 2)
+    t.match(both.stderr(), /-c takes the whole code/)
+    t.equal(await sessionsNow(), 0, 'no session was left')
   })
 
   t.test('SIGINT interrupts the running code and exits 130', async (t) => {
-    const c = cli(h.url, ['run', 'import time\nprint("started", flush=True)\ntime.sleep(60)'])
+    const c = cli(h.url, ['run', '-c', 'import time\nprint("started", flush=True)\ntime.sleep(60)'])
     t.ok(await until(c, () => c.stdout().includes('started')))
     const sent = performance.now()
     c.child.kill('SIGINT')
@@ -112,8 +139,8 @@ t.test('the replcast CLI', async (t) => {
 
   t.test('--session runs in an existing session and keeps it', async (t) => {
     const sid = await createSession(h.url)
-    t.equal(await cli(h.url, ['run', '-s', sid, 'x = 41']).exited, 0)
-    const c = cli(h.url, ['run', '-s', sid, 'print(x + 1)'])
+    t.equal(await cli(h.url, ['run', '-s', sid, '-c', 'x = 41']).exited, 0)
+    const c = cli(h.url, ['run', '-s', sid, '-c', 'print(x + 1)'])
     t.equal(await c.exited, 0)
     t.equal(c.stdout(), '42\n', 'state is kept between runs')
     t.equal((await api(h.url, 'GET', `/v1/sessions/${sid}`)).status, 200)
@@ -179,21 +206,21 @@ t.test('the replcast CLI', async (t) => {
   })
 
   t.test('run --bash exits with the script exit code; --once runs without a session', async (t) => {
-    const bash = cli(h.url, ['run', '--bash', 'echo hi; echo oops >&2; exit 7'])
+    const bash = cli(h.url, ['run', '--bash', '-c', 'echo hi; echo oops >&2; exit 7'])
     t.equal(await bash.exited, 7)
     t.equal(bash.stdout(), 'hi\n')
     t.equal(bash.stderr(), 'oops\n')
-    t.equal(await cli(h.url, ['run', '--bash', 'test -d /workspace']).exited, 0)
-    const once = cli(h.url, ['run', '--once', 'import os\nprint(os.listdir("."))'])
+    t.equal(await cli(h.url, ['run', '--bash', '-c', 'test -d /workspace']).exited, 0)
+    const once = cli(h.url, ['run', '--once', '-c', 'import os\nprint(os.listdir("."))'])
     t.equal(await once.exited, 0, once.stderr())
     t.equal(once.stdout(), '[]\n')
     const onceBash = cli(h.url, ['run', '--once', '--bash'], { stdin: 'echo $((6 * 7)); exit 4\n' })
     t.equal(await onceBash.exited, 4)
     t.equal(onceBash.stdout(), '42\n')
-    const raised = cli(h.url, ['run', '--once', '1 / 0'])
+    const raised = cli(h.url, ['run', '--once', '-c', '1 / 0'])
     t.equal(await raised.exited, 1)
     t.match(raised.stderr(), /ZeroDivisionError/)
-    t.equal(await cli(h.url, ['run', '--once', '--session', 'ses_AAAAAAAAAAAAAAAAAAAA', '1']).exited, 2)
+    t.equal(await cli(h.url, ['run', '--once', '--session', 'ses_AAAAAAAAAAAAAAAAAAAA', '-c', '1']).exited, 2)
     t.ok(await waitFor(async () => (await sessionsNow()) === 0), 'nothing is left')
   })
 })

@@ -60,6 +60,6 @@ console.log(JSON.stringify({ status: stream.status, stdout: events.filter((e) =>
   const env = plainEnv({ URL: h.url, KEY: API_KEY, REPLCAST_URL: h.url, REPLCAST_API_KEY: API_KEY })
   const { stdout } = await run(process.execPath, ['main.ts'], { cwd: app, env })
   t.same(JSON.parse(stdout), { status: 'ok', stdout: '42\n', notFound: true }, 'the installed module drives the server')
-  const cli = await run(`${app}/node_modules/.bin/replcast`, ['run', 'print(2 + 2)'], { cwd: app, env })
+  const cli = await run(`${app}/node_modules/.bin/replcast`, ['run', '-c', 'print(2 + 2)'], { cwd: app, env })
   t.equal(cli.stdout, '4\n', 'the installed replcast bin (built JavaScript) runs code')
 })

@@ -25,10 +25,14 @@ t.test('the MCP server', async (t) => {
       'execute',
       'interrupt',
       'list_files',
+      'list_processes',
       'list_sessions',
       'read_file',
+      'read_process_output',
       'run_bash',
       'run_python',
+      'start_process',
+      'stop_process',
       'write_file',
     ])
     const run = byName.get('run_python')!

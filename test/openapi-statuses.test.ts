@@ -15,8 +15,8 @@ import { OpenApiModel, type Operation, type Schema } from './fuzz/openapi-model.
 const BODY_LIMIT = 4096
 // Path ids: a well-formed one no session or execution has, and the 404 it gets. Other path
 // parameters (a file's path) get a plain value and no probes of their own.
-const UNKNOWN: Record<string, string> = { id: 'ses_AAAAAAAAAAAAAAAAAAAA', eid: 'exe_AAAAAAAAAAAAAAAAAAAA' }
-const NOT_FOUND: Record<string, string> = { id: 'session_not_found', eid: 'execution_not_found' }
+const UNKNOWN: Record<string, string> = { id: 'ses_AAAAAAAAAAAAAAAAAAAA', eid: 'exe_AAAAAAAAAAAAAAAAAAAA', pid: 'prc_AAAAAAAAAAAAAAAAAAAA' }
+const NOT_FOUND: Record<string, string> = { id: 'session_not_found', eid: 'execution_not_found', pid: 'process_not_found' }
 const OTHER_PARAM = 'probe.txt'
 
 interface Probe {
@@ -35,7 +35,10 @@ function minimalBody(model: OpenApiModel, schema: Schema): string {
   const out: Record<string, unknown> = {}
   for (const name of (s.required ?? []) as string[]) {
     const f = model.deref(s.properties[name])
-    out[name] = f.type === 'string' ? 'x'.repeat(Math.max(1, f.minLength ?? 1)) : f.type === 'boolean' ? true : (f.minimum ?? 1)
+    // A choice of constants (a signal's name) takes its first.
+    const first = Array.isArray(f.anyOf) ? (f.anyOf as Schema[])[0] : f
+    const choice = first?.const ?? (Array.isArray(first?.enum) ? first.enum[0] : undefined)
+    out[name] = choice !== undefined ? choice : f.type === 'string' ? 'x'.repeat(Math.max(1, f.minLength ?? 1)) : f.type === 'boolean' ? true : (f.minimum ?? 1)
   }
   return JSON.stringify(out)
 }

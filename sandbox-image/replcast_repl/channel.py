@@ -106,8 +106,16 @@ class Channel:
     def put(self, frame, urgent=False, hold=False):
         """urgent: written now. hold: a frame follows at once, or the caller writes (64 KiB held
         are written at once in any case: the write overlaps with the reading and framing of more)."""
+        held = self.enqueue(frame)
+        if held is not None:
+            self.release(held, urgent, hold)
+
+    def enqueue(self, frame):
+        """Encodes and holds a frame (its `seq` is its place in the output) without writing it; returns
+        the bytes now held (None: disabled). The caller then calls release(), after letting go of any
+        lock of its own: a write may block until the host reads."""
         if not self.enabled:
-            return
+            return None
         with self._lock:
             self._seq += 1
             frame["seq"] = self._seq
@@ -116,7 +124,10 @@ class Channel:
             self._held_bytes += len(data)
             if frame["type"] != "status":
                 self._held_output = True
-            held = self._held_bytes
+            return self._held_bytes
+
+    def release(self, held, urgent=False, hold=False):
+        """What put() does once a frame is held: write now, or leave it to the flusher."""
         if urgent or held >= WRITE_NOW_BYTES:
             # Output beyond the high-water mark waits for the host. Replies never wait for
             # another writer (the reader thread must stay free to take an interrupt): that

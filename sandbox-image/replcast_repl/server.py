@@ -1,9 +1,10 @@
 """Wires the REPL together and dispatches host frames.
 
 Threads: main (executions, so signals reach user code), stdin reader
-(dispatch, and the answer to `ping`; never blocks on user code), capture (the
-pipes, and the channel's flusher), and the control worker (set_var, in arrival
-order), started by the first such frame. An idle session costs little memory:
+(dispatch, the answer to `ping` and the requests about background processes;
+never blocks on user code), capture (the pipes, and the channel's flusher), the
+control worker (set_var, in arrival order), started by the first such frame, and
+one per background process (processes.py). An idle session costs little memory:
 what only some executions need (bash, asyncio, ...) is imported then.
 """
 
@@ -55,6 +56,7 @@ class Server:
         self.executor.shell = _LazyShell(self.gate, self.workspace_root)
         self.control = None         # SimpleQueue of the control worker, once started
         self.streams = {}           # exec_id -> StreamJob
+        self.processes = None       # processes.ProcessManager, made by the first proc_* frame
         self._stdin_closed = False
 
     def run(self):
@@ -121,7 +123,12 @@ class Server:
             self.protocol_error("%s frame has no string 'id'" % kind)
             return
         handler = getattr(self, "_on_" + kind, None)
-        if kind in CONTROL_TYPES:
+        if kind.startswith("proc_"):
+            # Background processes, answered from this thread: neither they nor executions wait for the other.
+            payload = self._processes().handle(frame)
+            if payload is not None:
+                self.reply(frame, **payload)
+        elif kind in CONTROL_TYPES:
             if self.control is None:
                 self.control = SimpleQueue()
                 _thread.start_new_thread(self._control_loop, ())
@@ -130,6 +137,12 @@ class Server:
             handler(frame)
         else:
             self.reply_error(frame, "unknown_type", "unknown frame type %r" % kind)
+
+    def _processes(self):
+        if self.processes is None:
+            from .processes import ProcessManager
+            self.processes = ProcessManager(self.channel, self.workspace_root)
+        return self.processes
 
     def _caps(self, frame):
         caps = []

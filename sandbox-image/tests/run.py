@@ -16,8 +16,8 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SUITES = {
-    "pipe": ["test_semantics", "test_output", "test_channel", "test_interrupt_streams", "test_helpers", "test_bash",
-             "test_fileio"],
+    "pipe": ["test_semantics", "test_output", "test_channel", "test_interrupt_streams", "test_helpers", "test_bash", "test_processes",
+             "test_fileio", "test_terminal"],
     "docker": ["test_docker"],
 }
 

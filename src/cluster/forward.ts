@@ -103,7 +103,7 @@ function hasBody(req: IncomingMessage): boolean {
 }
 
 /** The headers that go on past a hop: none of the hop-by-hop ones, nor those the `Connection` header names. */
-function pass(headers: IncomingHttpHeaders): Record<string, string | string[]> {
+export function pass(headers: IncomingHttpHeaders): Record<string, string | string[]> {
   const named = new Set(
     String(headers.connection ?? '')
       .split(',')
@@ -116,14 +116,14 @@ function pass(headers: IncomingHttpHeaders): Record<string, string | string[]> {
 }
 
 /** Host and port of an advertised origin (`http://host:port`), for a request that names its own path. */
-function originOf(url: string): { hostname: string; port: string } {
+export function originOf(url: string): { hostname: string; port: string } {
   const u = new URL(url)
   if (u.protocol !== 'http:') throw new Error(`an instance's advertised URL must be http: (${url})`)
   return { hostname: u.hostname.replace(/^\[(.*)\]$/, '$1'), port: u.port || '80' }
 }
 
 /** Whether the other instance declined the request without handling it. */
-function declined(res: IncomingMessage): boolean {
+export function declined(res: IncomingMessage): boolean {
   if (res.headers[REFUSED_HEADER] !== undefined) return true
   // A closing instance marks its 503 refused (http/closing.ts); one of an earlier version answered
   // Fastify's own 503 in plain JSON (replcast's errors are all problem+json).
@@ -135,7 +135,7 @@ function declined(res: IncomingMessage): boolean {
  * first chunk when both came together (one write for the client), alone when the body waits.
  * `finished`: the client has the whole answer.
  */
-function relay(from: IncomingMessage, to: ServerResponse, finished: () => void): void {
+export function relay(from: IncomingMessage, to: ServerResponse, finished: () => void): void {
   let started = false
   setImmediate(() => {
     if (!started && !to.writableEnded && !to.destroyed) to.flushHeaders()

@@ -12,6 +12,7 @@ import { Failover } from './failover.js'
 import { FORWARDED_HEADER, Forwarder, HopBody, type HopOutcome } from './forward.js'
 import { HopAuth, REFRESH_MS } from './hop-auth.js'
 import { route, type Routed, type SessionHolding } from './routing.js'
+import { Tunnels } from './upgrade-hop.js'
 
 export { REFUSED_HEADER } from './forward.js'
 
@@ -64,6 +65,7 @@ export function createCluster(deps: ClusterDeps): Cluster {
     port: config.PORT,
   })
   const forwarder = new Forwarder()
+  const tunnels = new Tunnels()
   const failover = new Failover({ redis, keys, instanceId: config.instanceId, directory, sessions, log })
   const channel = new ClusterChannel(redis.duplicate({ lazyConnect: true }), keys.clusterChannel(), log)
   const hops = new HopAuth({ configured: config.REPLCAST_INTERNAL_SECRET, redis, key: keys.internalKeys(), rotateMs: config.INTERNAL_KEY_ROTATE_S * 1000 })
@@ -120,7 +122,7 @@ export function createCluster(deps: ClusterDeps): Cluster {
       return hops.verify(req.headers[FORWARDED_HEADER], req.method ?? '', req.url ?? '')
     },
     route(r) {
-      return route({ instanceId: config.instanceId, leases, directory, forwarder, sessions, log, sign, holders }, r)
+      return route({ instanceId: config.instanceId, leases, directory, forwarder, tunnels, sessions, log, sign, holders }, r)
     },
     forward(req, res, url, onAnswer) {
       return forwarder.forward(req, res, url, sign, new HopBody(req, 0), onAnswer)
@@ -135,11 +137,13 @@ export function createCluster(deps: ClusterDeps): Cluster {
       await directory.end()
       await redis.publish(keys.clusterChannel(), config.instanceId)
       forwarder.close()
+      tunnels.close()
     },
     async close() {
       stopped = true
       for (const t of timers) clearInterval(t)
       forwarder.close()
+      tunnels.close()
       channel.close()
       await Promise.all(inFlight)
     },

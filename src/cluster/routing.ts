@@ -8,6 +8,7 @@ import { AppError } from '../errors.js'
 import type { LeaseStore } from '../store/lease-store.js'
 import type { InstanceDirectory } from './directory.js'
 import { BufferedBody, HopBody, REFUSED_HEADER, type Forwarder, type HopSigner } from './forward.js'
+import type { Tunnels, Upgrade } from './upgrade-hop.js'
 
 /** How long a request waits for a session whose holder is changing before 503 session_moving. */
 const MOVE_WAIT_MS = 3000
@@ -28,6 +29,8 @@ export interface RoutingDeps {
   leases: Pick<LeaseStore, 'leaseHolder'>
   directory: InstanceDirectory
   forwarder: Forwarder
+  /** WebSocket upgrades go to the holder through a tunnel instead (upgrade-hop.ts). */
+  tunnels: Tunnels
   sessions: SessionHolding
   log: Logger
   sign: HopSigner
@@ -50,6 +53,8 @@ export interface Routed {
   onAnswer: () => void
   /** The body, already read by the caller (it named the session): a hop sends these bytes, and 'local' leaves them to the caller. */
   body?: Buffer
+  /** A WebSocket upgrade (no body): the holder's 101 joins the client's connection to it. */
+  upgrade?: Upgrade
 }
 
 const moving = (extra: Record<string, string> = {}) =>
@@ -84,7 +89,9 @@ export async function route(deps: RoutingDeps, r: Routed): Promise<'local' | 'fo
       // Passed on to this instance, which no longer holds the session: the sender asks the holder.
       throw moving({ [REFUSED_HEADER]: '1' })
     } else {
-      const out = await forwarder.forward(r.req, r.res, url, deps.sign, body, r.onAnswer)
+      const out = r.upgrade
+        ? await deps.tunnels.tunnel(r.req, r.res, r.upgrade, url, deps.sign, r.onAnswer)
+        : await forwarder.forward(r.req, r.res, url, deps.sign, body, r.onAnswer)
       if (out.kind === 'answered' || out.kind === 'gone') {
         if (holders.size >= REMEMBERED) holders.clear()
         holders.set(r.sid, holder!)

@@ -6,7 +6,7 @@ import { hashApiKey, type Config } from '../config.js'
 import { AppError } from '../errors.js'
 import type { LeaseStore } from '../store/lease-store.js'
 import type { RateLimiter } from './rate-limit.js'
-import { streamTokenSecret, verifyStreamToken } from './stream-token.js'
+import { PTY_TOKEN_SCOPE, streamTokenSecret, verifyStreamToken } from './stream-token.js'
 import { bindRequestLog } from './request-log.js'
 
 declare module 'fastify' {
@@ -26,6 +26,7 @@ function tenantForKey(config: Config, key: string): string | null {
 }
 
 const EVENTS_PATH = /^\/v1\/sessions\/([^/?]+)\/executions\/([^/?]+)\/events(?:\?|$)/
+const PTY_PATH = /^\/v1\/sessions\/([^/?]+)\/pty(?:\?|$)/
 
 /** Routes that need a key (decided on the matched route's template, never on the raw URL). */
 export function isAuthenticatedRoute(routeUrl: string | undefined): boolean {
@@ -49,9 +50,12 @@ export function authenticate(
     // Only one token: ?access_token=a&access_token=b arrives as an array, and is no token at all.
     const query = request.query as { access_token?: unknown } | undefined
     const token = !header && request.method === 'GET' && typeof query?.access_token === 'string' ? query.access_token : undefined
-    const path = EVENTS_PATH.exec(request.url)
-    if (token && path?.[1] && path[2]) {
-      tenant = verifyStreamToken(await secret(), token, decodeURIComponent(path[1]), decodeURIComponent(path[2]))
+    const events = EVENTS_PATH.exec(request.url)
+    const pty = PTY_PATH.exec(request.url)
+    if (token && events?.[1] && events[2]) {
+      tenant = verifyStreamToken(await secret(), token, decodeURIComponent(events[1]), decodeURIComponent(events[2]))
+    } else if (token && pty?.[1]) {
+      tenant = verifyStreamToken(await secret(), token, decodeURIComponent(pty[1]), PTY_TOKEN_SCOPE)
     }
     if (!tenant)
       throw new AppError('unauthorized', m ? 'the API key is not valid' : 'send Authorization: Bearer <api key>', { headers: { 'www-authenticate': 'Bearer' } })

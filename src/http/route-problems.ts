@@ -10,7 +10,7 @@ import { addProblems } from './schema-refs.js'
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'])
 
 /** The 404 that an id in the path leads to when it is unknown (or another tenant's); other parameters' routes name their own. */
-const NOT_FOUND: Record<string, ErrorCode> = { id: 'session_not_found', eid: 'execution_not_found' }
+const NOT_FOUND: Record<string, ErrorCode> = { id: 'session_not_found', eid: 'execution_not_found', pid: 'process_not_found' }
 
 type RouteShape = Pick<RouteOptions, 'method' | 'url' | 'schema'> & { sse?: unknown; config?: { holder?: boolean } }
 

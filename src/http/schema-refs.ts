@@ -2,7 +2,7 @@
 // parameters, and the problem+json error responses a route can answer with.
 import { Type } from 'typebox'
 import { ERRORS, type ErrorCode } from '../errors.js'
-import { ExecutionId, SessionId } from '../schemas.js'
+import { ExecutionId, ProcessId, SessionId } from '../schemas.js'
 
 export { ref } from '../schemas.js'
 
@@ -37,3 +37,20 @@ export function addProblems(responses: Record<number, unknown>, codes: readonly 
 
 export const SessionParams = Type.Object({ id: SessionId })
 export const ExecutionParams = Type.Object({ id: SessionId, eid: ExecutionId })
+export const ProcessParams = Type.Object({ id: SessionId, pid: ProcessId })
+
+/** A decimal number no greater than 2^64 - 1, as a regular expression (a part of a Redis stream id). */
+function uint64Pattern(): string {
+  const max = ((1n << 64n) - 1n).toString()
+  const alternatives = [`\\d{1,${max.length - 1}}`, max]
+  for (let i = 0; i < max.length; i++) {
+    const digit = Number(max[i])
+    const rest = max.length - i - 1
+    if (digit > 0) alternatives.push(`${max.slice(0, i)}[0-${digit - 1}]${rest ? `\\d{${rest}}` : ''}`)
+  }
+  return `(?:${alternatives.join('|')})`
+}
+
+/** An event id ("ms-seq", each an unsigned 64-bit number) to resume after; empty means from the start. */
+const EVENT_ID_PATTERN = `^(?:${uint64Pattern()}-${uint64Pattern()})?$`
+export const EventId = (description: string) => Type.String({ pattern: EVENT_ID_PATTERN, examples: ['1732186234123-0'], description })

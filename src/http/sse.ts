@@ -15,14 +15,17 @@ export class SseStreams {
 
   /**
    * Streams `follow`'s events as SSE until it ends, the client leaves, or the server shuts down.
-   * `follow` gets an onEvent callback and an abort signal.
+   * `follow` gets an onEvent callback and an abort signal. `headersNow`: the response's head goes at
+   * once, not with the first event (a process may write nothing for a long while).
    */
   async pipe(
     _request: FastifyRequest,
     reply: FastifyReply,
     follow: (onEvent: (e: LoggedEvent) => Promise<void>, signal: AbortSignal) => Promise<unknown>,
+    opts: { headersNow?: boolean } = {},
   ): Promise<void> {
     const sse = reply.sse
+    if (opts.headersNow && !this.shuttingDown) sse.sendHeaders()
     const ac = new AbortController()
     const entry = { ac, reply }
     this.open.add(entry)

@@ -1,12 +1,16 @@
-// Short-lived tokens for browsers' EventSource, which cannot send an Authorization header:
-// an HMAC over (tenant, session, execution, expiry), valid for one execution's events only.
+// Short-lived tokens for browsers' EventSource and WebSocket, which cannot send an Authorization
+// header: an HMAC over (tenant, session, what it opens, expiry), valid for one execution's events, or
+// for the session's terminal, only.
 import { createHmac, timingSafeEqual } from 'node:crypto'
 
 export const STREAM_TOKEN_TTL_S = 300
+/** What a terminal token names instead of an execution id (which always starts `exe_`): an events token never opens a terminal, nor the reverse. */
+export const PTY_TOKEN_SCOPE = 'pty'
 
 interface Claims {
   tenant: string
   sid: string
+  /** The execution whose events it reads, or PTY_TOKEN_SCOPE. */
   eid: string
   exp: number
 }

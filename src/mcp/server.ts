@@ -3,7 +3,7 @@
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js'
 import type { Logger } from 'pino'
 import { z } from 'zod'
-import type { Executions, OneShots, SessionFiles, SessionService } from '../sessions/index.js'
+import type { Executions, OneShots, Processes, SessionFiles, SessionService } from '../sessions/index.js'
 import { TOOLS, toolError, type ToolDef } from './tools.js'
 
 export interface McpDeps {
@@ -11,12 +11,13 @@ export interface McpDeps {
   executions: Executions
   files: SessionFiles
   oneShots: OneShots
+  processes: Processes
   version: string
 }
 
 const INSTRUCTIONS =
   'replcast runs Python in sandboxed sessions. Call create_session once, then run_python with its session_id as often as needed: ' +
-  'state (variables, imports, files in /workspace) is kept between calls; run_bash runs shell commands and the file tools move files in the same session. ' +
+  'state (variables, imports, files in /workspace) is kept between calls; run_bash runs shell commands, start_process starts programs that keep running (read_process_output, stop_process) and the file tools move files in the same session. ' +
   'Call delete_session when done. For a single run that needs no state, execute runs code once in a fresh sandbox.'
 
 /**
@@ -39,6 +40,7 @@ export function createMcpServer(deps: McpDeps, tenant: string, log: Logger): Mcp
         executions: deps.executions,
         files: deps.files,
         oneShots: deps.oneShots,
+        processes: deps.processes,
         log: toolLog,
         call: { progressToken: extra._meta?.progressToken, sendNotification: extra.sendNotification, signal: extra.signal },
       }

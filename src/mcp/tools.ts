@@ -1,12 +1,13 @@
 // The MCP tools, one entry each: name, description, input (TypeBox, built from the API's own schemas
 // in schemas.ts) and what it does through the sessions layer. Adding a tool is adding one entry;
-// the file tools live in file-tools.ts.
+// the file tools live in file-tools.ts, the background process tools in process-tools.ts.
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
 import type { Logger } from 'pino'
 import { Type } from 'typebox'
 import { AppError } from '../errors.js'
 import { CreateSessionBody, ExecuteBody, OneShotBody, Runtime, Session } from '../schemas.js'
 import { FILE_TOOLS, FileContentArgs, decodeContent } from './file-tools.js'
+import { PROCESS_TOOLS } from './process-tools.js'
 import { RunOutput } from './run-output.js'
 import { closedWorld, json, SessionIdArg, text, tool, type ToolContext, type ToolDef } from './tool-def.js'
 
@@ -154,7 +155,7 @@ const deleteSession = tool({
   },
 })
 
-export const TOOLS: readonly ToolDef[] = [createSession, runPython, runBash, execute, interrupt, listSessions, deleteSession, ...FILE_TOOLS]
+export const TOOLS: readonly ToolDef[] = [createSession, runPython, runBash, execute, interrupt, listSessions, deleteSession, ...FILE_TOOLS, ...PROCESS_TOOLS]
 
 /** A tool's failure as a result the model can read and act on (not a protocol error): the stable code and what to do. */
 export function toolError(err: unknown, log: Logger): CallToolResult {

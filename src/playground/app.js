@@ -1,6 +1,8 @@
 // The playground's script: runs the code cell through the public API (fetch with the key as a
-// Bearer token, events read from the streamed response as SSE) and renders each event as it comes.
+// Bearer token, events read from the streamed response as SSE) and renders each event as it comes;
+// the terminal pane (terminal.js) opens a shell in the same session.
 /* global document, fetch, sessionStorage, TextDecoder, AbortController, performance */
+import { TerminalPane } from '/playground/terminal.js'
 
 const $ = (id) => document.getElementById(id)
 const keyInput = $('key')
@@ -223,9 +225,32 @@ async function interrupt() {
   }
 }
 
+// ---- the terminal pane ---------------------------------------------------------------------------
+
+const terminalStatus = $('terminal-status')
+const closeTerminalButton = $('close-terminal')
+const terminal = new TerminalPane({
+  el: $('terminal'),
+  status: (text) => {
+    terminalStatus.textContent = text
+    terminalStatus.dataset.state = text.startsWith('open') ? 'ok' : text.startsWith('closed:') ? 'error' : 'idle'
+    closeTerminalButton.disabled = !terminal.open
+  },
+  session: ensureSession,
+  api,
+})
+$('open-terminal').addEventListener('click', () => {
+  terminal.connect().catch((err) => {
+    terminalStatus.textContent = `failed: ${err.code ?? err.message}`
+    terminalStatus.dataset.state = 'error'
+  })
+})
+closeTerminalButton.addEventListener('click', () => terminal.close())
+
 runButton.addEventListener('click', () => void run())
 interruptButton.addEventListener('click', () => void interrupt())
 $('new-session').addEventListener('click', () => {
+  terminal.close()
   if (sessionId) void api('DELETE', `/v1/sessions/${sessionId}`).catch(() => undefined)
   setSession(null)
 })

@@ -22,6 +22,23 @@ export interface LlmRequestFrame extends ReplFrame {
   model?: string | null
 }
 
+/**
+ * A background process's frames (sandbox-image/replcast_repl/processes.py): numbered per process by
+ * `pos` (1, 2, ...), routed by `proc_id`, never by exec_id.
+ */
+export interface ProcessFrame extends ReplFrame {
+  type: 'proc_output' | 'proc_limit' | 'proc_exit'
+  proc_id: string
+  pos: number
+}
+
+const PROCESS_FRAME_TYPES = new Set(['proc_output', 'proc_limit', 'proc_exit'])
+
+/** Whether a frame is a background process's (its type, a string proc_id and a numeric pos). */
+export function isProcessFrame(f: ReplFrame): f is ProcessFrame {
+  return PROCESS_FRAME_TYPES.has(f.type) && typeof f.proc_id === 'string' && Number.isSafeInteger(f.pos)
+}
+
 export function encodeFrame(type: string, fields: Record<string, unknown>): string {
   // JSON.stringify never emits raw newlines, and the REPL accepts non-ASCII JSON.
   return JSON.stringify({ v: PROTOCOL_VERSION, type, ...fields }) + '\n'

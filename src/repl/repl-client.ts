@@ -9,7 +9,7 @@ import { frameTextJson } from '../event-json.js'
 import { FairInput } from './fair-input.js'
 import { LimitedLog } from './limited-log.js'
 import { LineDecoder } from './line-decoder.js'
-import { encodeFrame, MAX_FRAME_BYTES, PROTOCOL_VERSION, type LlmRequestFrame, type ReplFrame } from './protocol.js'
+import { encodeFrame, isProcessFrame, MAX_FRAME_BYTES, PROTOCOL_VERSION, type LlmRequestFrame, type ProcessFrame, type ReplFrame } from './protocol.js'
 import type { ReplTransport } from './transport.js'
 
 export class ReplClosedError extends Error {
@@ -69,6 +69,9 @@ export class ReplClient {
   private readonly executions = new Map<string, FrameSink>()
   private readonly closeCbs: Array<(err?: Error) => void> = []
   private llmHandler: ((f: LlmRequestFrame) => void) | null = null
+  private processHandler: ((f: ProcessFrame) => void) | null = null
+  /** Owners holding the sandbox's frames back (holdFrames): held while any does. */
+  private holds = 0
   private lastSeq = -1
   private closedWith: Error | null = null
   private resolveReady!: (f: ReplFrame) => void
@@ -171,6 +174,11 @@ export class ReplClient {
     this.llmHandler = cb
   }
 
+  /** Background processes' frames (output, limit, exit) go to `cb`; without it they are dropped. */
+  onProcessFrame(cb: (f: ProcessFrame) => void): void {
+    this.processHandler = cb
+  }
+
   sendLlmResponse(replyTo: string, payload: { text?: string; texts?: string[]; error?: string }): void {
     this.send(encodeFrame('llm_response', { id: randomUUID(), reply_to: replyTo, ...payload }))
   }
@@ -184,9 +192,14 @@ export class ReplClient {
     this.transport.close()
   }
 
-  /** Holds the sandbox's frames back (`true`: where the transport can; they wait in the sandbox) or lets them come again. */
+  /**
+   * Holds the sandbox's frames back (`true`: where the transport can; they wait in the sandbox) or lets
+   * them come again. Each owner (executions' output, processes' output) pairs its calls: the frames
+   * come again once none holds them.
+   */
   holdFrames(hold: boolean): void {
-    this.input.hold(hold)
+    this.holds = Math.max(0, this.holds + (hold ? 1 : -1))
+    this.input.hold(this.holds > 0)
   }
 
   /**
@@ -262,6 +275,10 @@ export class ReplClient {
       this.violation({ detail: typeof frame.detail === 'string' ? frame.detail.slice(0, 200) : null }, 'repl: reports a protocol error')
       return
     }
+    if (isProcessFrame(frame)) {
+      this.processHandler?.(frame)
+      return
+    }
     const execId = executionOf(frame)
     if (!execId) return // output with no execution running (e.g. stray threads): dropped
     const sink = this.executions.get(execId)
@@ -295,7 +312,7 @@ export function parseFrame(line: string): ReplFrame | null {
   try {
     const f = JSON.parse(line) as ReplFrame
     if (typeof f !== 'object' || f === null || typeof f.type !== 'string') return null
-    if (f.type === 'stream') frameTextJson(line, f)
+    if (f.type === 'stream' || f.type === 'proc_output') frameTextJson(line, f)
     return f
   } catch {
     return null

@@ -6,9 +6,10 @@ import type { Logger } from 'pino'
 import { DockerDemuxer } from './demux.js'
 import { containerConfig, containerName, type SandboxSpec } from './container-spec.js'
 import { LABEL } from './labels.js'
-import type { ImageFacts, ManagedContainer, SandboxDriver, SandboxExit, SandboxFiles, SandboxHandle } from './driver.js'
+import type { ImageFacts, ManagedContainer, SandboxDriver, SandboxExit, SandboxFiles, SandboxHandle, Terminal } from './driver.js'
 import { HostMemory } from './host-memory.js'
 import { WorkspaceFiles } from './workspace-files.js'
+import { openTerminal, type TerminalSize } from './sandbox-terminal.js'
 import { LimitedLog } from '../repl/limited-log.js'
 import type { ReplTransport } from '../repl/transport.js'
 import { TimeoutError, withTimeout } from '../retry.js'
@@ -50,6 +51,10 @@ export class DockerSandboxDriver implements SandboxDriver {
 
   workspaceFiles(user: string, stallMs: number): SandboxFiles {
     return new WorkspaceFiles({ docker: this.docker, user, timeoutMs: this.timeoutMs, stallMs, log: this.log })
+  }
+
+  openTerminal(containerId: string, user: string, size: TerminalSize): Promise<Terminal> {
+    return openTerminal(this.docker, containerId, { ...size, user, timeoutMs: this.timeoutMs, log: this.log })
   }
 
   /** Creates and starts a sandbox; on any failure the container is removed again. Throws the engine's error, or TimeoutError. */

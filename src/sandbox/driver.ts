@@ -4,6 +4,7 @@
 import type { ReplTransport } from '../repl/transport.js'
 import type { SandboxSpec } from './container-spec.js'
 import type { WorkspaceFiles } from './workspace-files.js'
+import type { SandboxTerminal, TerminalSize } from './sandbox-terminal.js'
 
 export interface SandboxExit {
   exitCode: number | null
@@ -46,6 +47,9 @@ export interface SandboxMemory {
 /** A session's /workspace files, moved by a short program run inside the sandbox (not over the REPL). */
 export type SandboxFiles = Pick<WorkspaceFiles, 'put' | 'get' | 'list' | 'delete' | 'startedAt'>
 
+/** An interactive bash in a pseudo-terminal inside a sandbox (sandbox-terminal.ts). */
+export type Terminal = Pick<SandboxTerminal, 'output' | 'input' | 'ended' | 'resize' | 'close'>
+
 export interface SandboxDriver {
   /** The engine's stable id (Docker: `docker info` ID): sessions record it, instances on one engine share it. */
   engineId(): Promise<string>
@@ -74,4 +78,6 @@ export interface SandboxDriver {
   readonly memory: SandboxMemory
   /** The workspace file program's host side, run as `user` inside each sandbox; no wait on it goes `stallMs` without progress. */
   workspaceFiles(user: string, stallMs: number): SandboxFiles
+  /** Starts an interactive bash in a pseudo-terminal of `size`, as `user`, in the sandbox's /workspace. Throws SandboxNotRunningError. */
+  openTerminal(containerId: string, user: string, size: TerminalSize): Promise<Terminal>
 }

@@ -229,7 +229,8 @@ export async function startInSandbox(docker: Docker, containerId: string, opts: 
   return new SandboxProcess(socket, { stallMs: opts.stallMs, signal: opts.signal })
 }
 
-async function bounded<T>(ms: number, what: string, fn: (signal: AbortSignal) => Promise<T>): Promise<T> {
+/** One engine call bounded by `ms`: 404 or 409 become SandboxNotRunningError, a deadline TimeoutError. */
+export async function bounded<T>(ms: number, what: string, fn: (signal: AbortSignal) => Promise<T>): Promise<T> {
   const ac = new AbortController()
   const timer = setTimeout(() => ac.abort(), ms)
   try {

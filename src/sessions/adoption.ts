@@ -19,6 +19,7 @@ import {
   type RecordedExecutions,
 } from './runner/index.js'
 import { endStranded, SessionOnOtherEngine, type Engines } from './supply/index.js'
+import type { ProcessRunner } from './processes/index.js'
 import { channelClosed, sandboxMisbehaved } from './channel-end.js'
 import type { SessionRegistry } from './registry.js'
 
@@ -33,6 +34,7 @@ export interface AdoptionDeps {
   driven: DrivenLogs
   llmRequests?: LlmRequestHandler
   engines: Pick<Engines, 'whereIs'>
+  processes: Pick<ProcessRunner, 'attach' | 'resume' | 'endRecorded'>
 }
 
 export class Adoption {
@@ -67,6 +69,7 @@ export class Adoption {
       work: { queue: [], running: null, reserved: 0 },
     }
     registry.add(live)
+    this.deps.processes.attach(live)
     if (llmRequests) {
       client.onLlmRequest((f) =>
         llmRequests.handle(
@@ -262,10 +265,11 @@ export class Adoption {
     if (got === 'attached') this.deps.log.info({ sessionId: live.id }, 'adopted again a session nobody held')
   }
 
-  /** The session's sandbox is gone for good. */
+  /** The session's sandbox is gone for good, and its background processes with it. */
   async markDead(sid: string): Promise<void> {
     await this.deps.stores.sessions.updateSession(sid, { status: 'dead' })
     await this.deps.stores.leases.removeInstanceSession(this.deps.config.instanceId, sid)
+    await this.deps.processes.endRecorded(sid)
   }
 
   private async adopt(rec: SessionRecord): Promise<LiveSession> {
@@ -297,6 +301,8 @@ export class Adoption {
       if (running) live.client.track(running.id, (f) => early.push(f))
       await stores.leases.addInstanceSession(config.instanceId, rec.id)
       if (running) await runner.resume(live, running, early)
+      // Background processes went on too: what they wrote meanwhile comes from the REPL's replay buffer.
+      await this.deps.processes.resume(live)
       const requeued: PendingExecution[] = []
       for (const ex of unfinished.filter((x) => x.status === 'queued').reverse()) {
         // Streamed code came from an instance that is gone: nobody sends the rest of it.

@@ -13,6 +13,7 @@ import type { SessionRecord } from '../store/records.js'
 import type { Stores } from '../store/stores.js'
 import type { Engines } from './supply/index.js'
 import type { SessionService } from './session-service.js'
+import { recordActivity } from './activity.js'
 
 const MIB = 1024 * 1024
 const MAX_PATH_BYTES = 4096
@@ -241,14 +242,7 @@ export class SessionFiles {
 
   /** File work is activity: a ready session's idle deadline moves (a busy one's is its execution's). */
   private async touch(rec: SessionRecord): Promise<void> {
-    if (rec.status !== 'ready') return
-    const now = Date.now()
-    try {
-      await this.deps.stores.sessions.setDeadline(rec.id, now + rec.idle_timeout_s * 1000)
-      await this.deps.stores.sessions.updateSession(rec.id, { last_active_at: now })
-    } catch (err) {
-      this.deps.log.warn({ err, sessionId: rec.id }, 'could not record file activity')
-    }
+    await recordActivity(this.deps.stores, this.deps.log, rec, 'file')
   }
 }
 

@@ -16,10 +16,14 @@ import { OneShots } from './one-shot.js'
 import { SessionRegistry } from './registry.js'
 import { SessionService } from './session-service.js'
 import { SessionFiles } from './files.js'
+import { ProcessRunner, Processes } from './processes/index.js'
+import { SessionTerminals } from './terminals.js'
 
 export type { SessionService } from './session-service.js'
 export type { SessionFiles } from './files.js'
 export type { OneShots } from './one-shot.js'
+export type { Processes } from './processes/index.js'
+export type { SessionTerminal, SessionTerminals } from './terminals.js'
 export type { ExecutionRead, Executions, StreamedRun } from './executions.js'
 export type { Engines, TemplateImages } from './supply/index.js'
 export type { DrivenLog, EventPayload, LlmReply, LlmRequestContext, LlmRequestHandler, RunningExecution } from './runner/index.js'
@@ -42,6 +46,10 @@ export interface SessionLayer {
   oneShots: OneShots
   /** A session's /workspace files (also `files.write(sessionId, path, data)` for one-shot input files). */
   files: SessionFiles
+  /** A session's background processes (started, fed and signalled on its holder; read from Redis anywhere). */
+  processes: Processes
+  /** Terminals (an interactive bash in the sandbox) of the sessions held here. */
+  terminals: SessionTerminals
   templates: TemplateImages
   /** This instance's Docker engine among the others: where new sessions go, where a session's sandbox is. */
   engines: Engines
@@ -69,20 +77,62 @@ export function createSessionLayer(deps: SessionLayerDeps): SessionLayer {
   // The runner lets go of a session it cannot go on with through adoption (built below, called later).
   const runner = new ExecutionRunner({ ...deps, letGo: (live, why) => void adoption.letGo(live, why) })
   const registry = new SessionRegistry(runner, metrics)
+  const processRunner = new ProcessRunner({
+    config,
+    stores,
+    feed,
+    log: log.child({ component: 'processes' }),
+    letGo: (live, why) => void adoption.letGo(live, why),
+  })
+  registry.onRelease((live) => processRunner.abandon(live))
   const recorded = new RecordedExecutions(config, stores, feed)
   const driven = new DrivenLogs(stores, feed)
   const capacity = new HostCapacity(driver.memory, config.HOST_MEMORY_SHARE, log)
   const engines = new Engines({ config, driver, capacity, store: stores.engines, log: log.child({ component: 'engines' }), records: stores.sessions })
-  const adoption = new Adoption({ config, stores, driver, log, registry, runner, recorded, driven, llmRequests: deps.llmRequests, engines })
+  const adoption = new Adoption({
+    config,
+    stores,
+    driver,
+    log,
+    registry,
+    runner,
+    recorded,
+    driven,
+    llmRequests: deps.llmRequests,
+    engines,
+    processes: processRunner,
+  })
   const templates = new TemplateImages(config, driver, log)
   const pool = new WarmPool({ config, driver, log: log.child({ component: 'pool' }), metrics, capacity, templates, poolStore: stores.pool })
   const poolSweep = new PoolSweep({ config, driver, log, pool, poolStore: stores.pool, engines })
   const sandboxes = new SandboxSource({ config, driver, capacity, templates, pool })
-  const sessions = new SessionService({ config, stores, driver, log, metrics, registry, runner, adoption, recorded, sandboxes, engines })
+  const sessions = new SessionService({
+    config,
+    stores,
+    driver,
+    log,
+    metrics,
+    registry,
+    runner,
+    adoption,
+    recorded,
+    sandboxes,
+    engines,
+    processes: processRunner,
+  })
   const executions = new Executions({ config, stores, feed, sessions, registry, adoption, runner, driven })
   const workspace = driver.workspaceFiles(config.SANDBOX_USER, config.FILE_STALL_TIMEOUT_MS)
   const files = new SessionFiles({ config, stores, sessions, files: workspace, log: log.child({ component: 'files' }), engines })
+  const processes = new Processes({
+    stores,
+    feed,
+    runner: processRunner,
+    session: (tenant, sid) => sessions.record(tenant, sid),
+    usable: (rec) => sessions.usable(rec),
+    holds: (sid) => registry.has(sid),
+  })
   const oneShots = new OneShots({ config, sessions, executions, files, pool, log })
+  const terminals = new SessionTerminals({ config, stores, sessions, driver, registry, engines, log: log.child({ component: 'terminals' }) })
   const reaper = new Reaper({ config, stores, driver, log, metrics, registry, sessions, adoption, runner, recorded, driven, engines })
   const timers: NodeJS.Timeout[] = []
   let closed = false
@@ -108,6 +158,8 @@ export function createSessionLayer(deps: SessionLayerDeps): SessionLayer {
     executions,
     oneShots,
     files,
+    processes,
+    terminals,
     templates,
     engines,
     async start() {
@@ -127,6 +179,7 @@ export function createSessionLayer(deps: SessionLayerDeps): SessionLayer {
       closed = true
       for (const t of timers) clearInterval(t)
       registry.releaseAll()
+      await terminals.close()
       await pool.close()
       await engines.close().catch((err: unknown) => log.warn({ err }, 'could not withdraw from the engine report'))
     },

@@ -4,6 +4,7 @@ import type { Metrics } from '../metrics.js'
 
 export class SessionRegistry {
   private readonly live = new Map<string, LiveSession>()
+  private readonly released: Array<(live: LiveSession) => void> = []
 
   constructor(
     private readonly runner: ExecutionRunner,
@@ -28,9 +29,15 @@ export class SessionRegistry {
     this.metrics.sessionsAttached.set(this.live.size)
   }
 
+  /** Calls `listener` each time a session is let go here (what holds on to it goes with it: its terminals). */
+  onRelease(listener: (live: LiveSession) => void): void {
+    this.released.push(listener)
+  }
+
   /**
    * Lets go of a live session: its executions' timers stop, its channel closes (the sandbox keeps
-   * running), and it leaves the registry. Safe to call twice; a closing channel is then expected.
+   * running), it leaves the registry, and the release listeners are told. Safe to call twice; a
+   * closing channel is then expected.
    */
   release(live: LiveSession): void {
     if (live.state === 'released') return
@@ -39,6 +46,7 @@ export class SessionRegistry {
     live.client.close()
     if (this.live.get(live.id) === live) this.live.delete(live.id)
     this.metrics.sessionsAttached.set(this.live.size)
+    for (const listener of this.released) listener(live)
   }
 
   /** Releases every session (the service is closing; running executions go on in their sandboxes). */

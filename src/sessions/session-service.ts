@@ -10,6 +10,7 @@ import type { Stores } from '../store/stores.js'
 import type { Adoption } from './adoption.js'
 import { type Engines, type SandboxSource, resolveSessionLimits } from './supply/index.js'
 import type { ExecutionRunner, LiveSession, RecordedExecutions } from './runner/index.js'
+import type { ProcessRunner } from './processes/index.js'
 import { newId } from './ids.js'
 import type { Metrics } from '../metrics.js'
 import type { SessionRegistry } from './registry.js'
@@ -28,6 +29,7 @@ export interface SessionServiceDeps {
   recorded: RecordedExecutions
   sandboxes: SandboxSource
   engines: Pick<Engines, 'local' | 'whereIs' | 'mustBeHere'>
+  processes: Pick<ProcessRunner, 'endRecorded'>
 }
 
 export class SessionService {
@@ -231,6 +233,8 @@ export class SessionService {
       await runner.endAll(old, 'killed')
       registry.release(old)
     }
+    // The restart ends the old sandbox's processes (exit_code null): the fresh one runs none.
+    await this.deps.processes.endRecorded(id)
     await stores.sessions.updateSession(id, { status: 'starting' })
     let live: LiveSession | null = null
     try {

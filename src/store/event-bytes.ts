@@ -210,9 +210,11 @@ export class EventBytes {
    * added to the log. `expected`: the id the caller expects the done to get, as appendedAhead predicted it
    * (its readers have the end already): nothing is added when the log holds it. `term`: the writer's
    * lease term ('' none); throws LeaseLost when the session's lease has passed to another (nothing is written then).
+   * `rec.record` and `rec.unfinished`: another record and set than an execution's (a background
+   * process's record, and its session's running processes).
    */
   async end(
-    rec: { tenant: string; sid: string; eid: string },
+    rec: { tenant: string; sid: string; eid: string; record?: string; unfinished?: string },
     done: object | null,
     fields: Record<string, string>,
     session: { fields: Record<string, string>; deadlineMs: number } | null,
@@ -232,9 +234,9 @@ export class EventBytes {
       this.redis,
       END_SCRIPT,
       ...log.slice(0, 5),
-      k.execution(sid, eid),
+      rec.record ?? k.execution(sid, eid),
       k.tenantRunning(tenant),
-      k.sessionUnfinished(sid),
+      rec.unfinished ?? k.sessionUnfinished(sid),
       k.session(sid),
       k.deadlines(),
       ...log.slice(5),

@@ -111,16 +111,32 @@ export class EventFeed {
     local = false,
     seed?: Appended,
   ): Promise<boolean> {
+    return this.followLog(sid, eid, afterId, onEvent, signal, { local, seed, isLive: () => this.executionLive(sid, eid), endType: 'done' })
+  }
+
+  /**
+   * Like follow, for any log of `events(sid, logId)` (a background process's output): until its
+   * `endType` event; `isLive` says whether more can still come to it.
+   */
+  async followLog(
+    sid: string,
+    logId: string,
+    afterId: string,
+    onEvent: (e: LoggedEvent) => Promise<void> | void,
+    signal: AbortSignal,
+    opts: { local: boolean; seed?: Appended; isLive: () => Promise<boolean>; endType: string },
+  ): Promise<boolean> {
     const reader = new LogReader({
       afterId,
-      seed,
+      seed: opts.seed,
       onEvent,
       signal,
-      readPage: (after) => this.answered(() => this.stores.logs.readEventPage(sid, eid, after), signal),
-      isLive: () => this.answered(() => this.executionLive(sid, eid), signal),
+      readPage: (after) => this.answered(() => this.stores.logs.readEventPage(sid, logId, after), signal),
+      isLive: () => this.answered(opts.isLive, signal),
       quietMs: BLOCK_MS * 2,
+      endType: opts.endType,
     })
-    const unwatch = this.watch(this.stores.keys.events(sid, eid), reader, !local)
+    const unwatch = this.watch(this.stores.keys.events(sid, logId), reader, !opts.local)
     try {
       return await reader.run()
     } finally {

@@ -11,6 +11,12 @@ export function redisKeys(prefix: string) {
     execution: (sid: string, eid: string) => `${prefix}{${sid}}:exec:${eid}`,
     events: (sid: string, eid: string) => `${prefix}{${sid}}:events:${eid}`,
     history: (sid: string) => `${prefix}{${sid}}:history`,
+    // Background processes (src/store/process-store.ts): the session's processes scored by their start,
+    // those running, and each one's record (built in Lua too, process-scripts.ts). A process's output
+    // is an event log like an execution's, `events(sid, pid)`, counted and dropped the same way.
+    sessionProcesses: (sid: string) => `${prefix}{${sid}}:processes`,
+    sessionRunningProcesses: (sid: string) => `${prefix}{${sid}}:running-processes`,
+    process: (sid: string, pid: string) => `${prefix}{${sid}}:process:${pid}`,
     lease: (sid: string) => `${prefix}{${sid}}:lease`,
     // The lease's term: a number that grows whenever the lease passes to another holder (or is taken
     // when free). A holder's writes carry the term it took the lease with (src/store/lease-store.ts).

@@ -1,7 +1,7 @@
-// One reader of an execution's event log (EventFeed.follow): it sends what this process hands it
+// One reader of an event log (an execution's, or a background process's output: EventFeed.follow): it sends what this process hands it
 // while that follows on from where it is, reads Redis when something may be there that was not
 // handed over (it joined late, found a gap, fell behind, or was woken by another instance's append),
-// and otherwise waits, until the log's `done` or until it leaves.
+// and otherwise waits, until the log's `done` (a process's `exit`) or until it leaves.
 import type { Appended } from './event-bytes.js'
 import type { LoggedEvent } from './records.js'
 
@@ -45,6 +45,8 @@ export interface LogReaderOptions {
   isLive: () => Promise<boolean | null>
   /** How long a reader waits for news before it reads Redis anyway. */
   quietMs: number
+  /** The type of the log's last event (an execution's `done`, a process's `exit`; default `done`). */
+  endType?: string
 }
 
 export class LogReader {
@@ -168,7 +170,7 @@ export class LogReader {
       if (this.o.signal.aborted) return 'stop'
       await this.o.onEvent(e)
       this.last = e.id
-      if (e.type === 'done') return 'done'
+      if (e.type === (this.o.endType ?? 'done')) return 'done'
     }
     return 'on'
   }

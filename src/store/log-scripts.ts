@@ -13,7 +13,7 @@ const ENTRY_OVERHEAD_BYTES = 64
 // 5 the writer's lease term ('' none: see fenced).
 // A log's keys are built here as keys.ts builds them, for ended logs other than the one named, and
 // for the lease term of the log's session.
-const PRELUDE = `
+export const PRELUDE = `
 local OVERHEAD = ${ENTRY_OVERHEAD_BYTES}
 local stream, totalKey, sizesKey, endedKey, truncKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local member, limit, maxlen, prefix, term = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], ARGV[5]

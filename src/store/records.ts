@@ -1,4 +1,4 @@
-// The records the store keeps in Redis hashes (sessions, executions, logged events) and their
+// The records the store keeps in Redis hashes (sessions, executions, processes, logged events) and their
 // codec: JSON for nested fields, numbers for numeric ones, '' for null.
 export interface SessionRecord {
   id: string
@@ -40,6 +40,21 @@ export interface ExecutionRecord {
   timeout_ms?: number
 }
 
+/** A background process (src/store/process-store.ts); its output is the event log `events(sid, id)`. */
+export interface ProcessRecord {
+  id: string
+  session_id: string
+  tenant: string
+  command: string
+  /** As the request gave it ('' for /workspace). */
+  cwd: string
+  status: 'running' | 'exited'
+  /** Its exit status (128 + N when signal N ended it); null while it runs, or when it ended with its sandbox. */
+  exit_code: number | null
+  started_at: number
+  ended_at: number | null
+}
+
 export interface LoggedEvent {
   id: string
   type: string
@@ -47,7 +62,17 @@ export interface LoggedEvent {
 }
 
 const JSON_FIELDS = new Set(['limits', 'metadata', 'env'])
-const NUM_FIELDS = new Set(['timeout_ms', 'created_at', 'last_active_at', 'idle_timeout_s', 'execution_count', 'started_at', 'ended_at', 'duration_ms'])
+const NUM_FIELDS = new Set([
+  'timeout_ms',
+  'created_at',
+  'last_active_at',
+  'idle_timeout_s',
+  'execution_count',
+  'started_at',
+  'ended_at',
+  'duration_ms',
+  'exit_code',
+])
 
 export function toHash(obj: object): Record<string, string> {
   const out: Record<string, string> = {}

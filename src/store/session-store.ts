@@ -1,5 +1,5 @@
 // Sessions in Redis: their records, each tenant's set of them, and their idle deadlines (which the
-// reaper claims when they come due). Deleting a session deletes its executions' logs with it.
+// reaper claims when they come due). Deleting a session deletes its executions' and processes' logs with it.
 import type { Redis } from 'ioredis'
 import type { EventBytes } from './event-bytes.js'
 import type { RedisKeys } from './keys.js'
@@ -46,11 +46,13 @@ export class SessionStore {
   }
 
   async deleteSession(rec: Pick<SessionRecord, 'id' | 'tenant'>): Promise<void> {
-    const [listed, older] = await Promise.all([
+    const [listed, older, pids] = await Promise.all([
       this.redis.lrange(this.keys.sessionExecutions(rec.id), 0, -1),
       this.redis.zrange(this.keys.sessionOlder(rec.id), '0', '-1'),
+      this.redis.zrange(this.keys.sessionProcesses(rec.id), '0', '-1'),
     ])
-    const eids = [...listed, ...older]
+    // A background process's output is a log like an execution's (keys.ts): dropped the same way.
+    const eids = [...listed, ...older, ...pids]
     const m = this.redis
       .multi()
       .del(
@@ -61,6 +63,9 @@ export class SessionStore {
         this.keys.history(rec.id),
         this.keys.lease(rec.id),
         this.keys.leaseTerm(rec.id),
+        this.keys.sessionProcesses(rec.id),
+        this.keys.sessionRunningProcesses(rec.id),
+        ...pids.map((pid) => this.keys.process(rec.id, pid)),
       )
       .srem(this.keys.tenantSessions(rec.tenant), rec.id)
       .zrem(this.keys.deadlines(), rec.id)

@@ -9,6 +9,7 @@ import { ExecutionStore } from './execution-store.js'
 import { redisKeys, type RedisKeys } from './keys.js'
 import { LeaseStore } from './lease-store.js'
 import { PoolStore } from './pool-store.js'
+import { ProcessStore } from './process-store.js'
 import { QuotaStore } from './quota-store.js'
 import { SessionStore } from './session-store.js'
 
@@ -24,8 +25,10 @@ export interface Stores {
   readonly quotas: QuotaStore
   /** Execution records: queued, started, ended, read. */
   readonly executions: ExecutionStore
-  /** Execution event logs: appended and read. */
+  /** Execution event logs (and background processes' output logs): appended and read. */
   readonly logs: EventLogStore
+  /** Background processes: recorded, ended, listed, forgotten. */
+  readonly processes: ProcessStore
   /** Docker engines' capacity reports and their instances. */
   readonly engines: EngineStore
   /** Warm pools' heartbeats and the sessions that took pooled containers. */
@@ -56,6 +59,7 @@ export function createStores(redis: Redis, opts: StoreOptions): Stores {
     quotas: new QuotaStore(redis, keys),
     executions: new ExecutionStore(redis, keys, eventBytes, { eventTtlS: opts.eventTtlS }),
     logs: new EventLogStore(redis, keys, eventBytes),
+    processes: new ProcessStore(redis, keys, eventBytes, { prefix: opts.prefix, maxLen: opts.eventMaxLen, limitFor }),
     engines: new EngineStore(redis, keys),
     pool: new PoolStore(redis, keys),
   }

@@ -83,8 +83,10 @@ export function check(model: OpenApiModel, base: string, spec: Spec, a: Answer):
         if (err) out.push(`event ${e.event} does not match Event: ${err}`)
       }
     }
-    const dones = a.events.filter((e) => e.event === 'done').length
-    if (dones > 1 || (a.complete && dones !== 1)) out.push(`the stream ended with ${dones} done events`)
+    // An execution's stream ends with one `done`, a background process's output with one `exit`.
+    const last = op.id === 'streamProcessOutput' ? 'exit' : 'done'
+    const ends = a.events.filter((e) => e.event === last).length
+    if (ends > 1 || (a.complete && ends !== 1)) out.push(`the stream ended with ${ends} ${last} events`)
   }
   return out
 }

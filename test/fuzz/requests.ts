@@ -15,6 +15,8 @@ interface KnownSession {
   /** Created before the run; its variables are checked afterwards, so nothing may delete, restart or overwrite it. */
   guarded: boolean
   executions: string[]
+  /** Its background processes' ids, as the run learnt them. */
+  processes: string[]
   eventIds: string[]
 }
 
@@ -59,6 +61,13 @@ const WEIGHTS: Record<string, number> = {
   getExecution: 6,
   streamExecutionEvents: 9,
   createEventsToken: 5,
+  startProcess: 5,
+  listProcesses: 3,
+  getProcess: 3,
+  streamProcessOutput: 4,
+  writeProcessStdin: 3,
+  signalProcess: 3,
+  deleteProcess: 2,
   sendMessage: 8,
   listMessages: 4,
   healthz: 1,
@@ -109,6 +118,7 @@ function forOperation(model: OpenApiModel, world: World, r: Rng, op: Operation, 
   const ids: Record<string, string> = {
     id: session?.id ?? randomId(r, 'ses'),
     eid: session?.executions.length && r.chance(0.85) ? r.pick(session.executions) : randomId(r, 'exe'),
+    pid: session?.processes.length && r.chance(0.85) ? r.pick(session.processes) : randomId(r, 'prc'),
   }
   // Other path parameters (a file's path) are drawn from their schemas.
   for (const p of op.parameters.filter((p) => p.in === 'path' && !(p.name in ids))) ids[p.name] = String(validValue(model, p.schema, r, p.name))
@@ -119,13 +129,15 @@ function forOperation(model: OpenApiModel, world: World, r: Rng, op: Operation, 
   const rawIds = new Set<string>()
   if (variant === 'wrong id') {
     const w = wrongId(r, world, tenant)
-    const which = !w.crossTenant && op.parameters.some((p) => p.name === 'eid') && r.chance(0.4) ? 'eid' : 'id'
+    const inner = op.parameters.find((p) => p.name === 'eid' || p.name === 'pid')?.name
+    const which = !w.crossTenant && inner && r.chance(0.4) ? inner : 'id'
     ids[which] = w.value
     rawIds.add(which)
     if (w.crossTenant) {
       // Another tenant's session (and one of its executions): addressed with this tenant's key.
       const other = world.sessions.find((s) => s.id === w.value)
       ids.eid = other?.executions.length ? r.pick(other.executions) : randomId(r, 'exe')
+      ids.pid = other?.processes.length ? r.pick(other.processes) : randomId(r, 'prc')
     }
     crossTenant = w.crossTenant
     validIds = w.crossTenant || pathValueValid(model, op, which, w.value)
@@ -145,7 +157,7 @@ function forOperation(model: OpenApiModel, world: World, r: Rng, op: Operation, 
     query.push(`${p.name}=${encodeURIComponent(String(value))}`)
   }
   const headers: Record<string, string> = { authorization: `Bearer ${world.keys[tenant]}` }
-  if (op.id === 'streamExecutionEvents') {
+  if (op.id === 'streamExecutionEvents' || op.id === 'streamProcessOutput') {
     headers.accept = 'text/event-stream'
     if (known?.eventIds.length && r.chance(0.4)) headers['last-event-id'] = r.pick(known.eventIds)
   } else if (op.responses.get(200)?.has('text/event-stream')) {

@@ -79,7 +79,14 @@ export async function prepareWorld(base: string, keys: Record<Tenant, string>, b
     const g = GUARDS[tenant]
     const ran = await call(base, keys[tenant], 'POST', `/v1/sessions/${created.body.id}/executions`, { code: `${g.name} = ${g.value}` })
     if (ran.body?.status !== 'ok') throw new Error(`could not set ${g.name}: ${JSON.stringify(ran.body)}`)
-    world.sessions.push({ id: created.body.id, tenant, guarded: true, executions: [ran.body.id], eventIds: ran.body.events.map((e: any) => e.id) })
+    world.sessions.push({
+      id: created.body.id,
+      tenant,
+      guarded: true,
+      executions: [ran.body.id],
+      processes: [],
+      eventIds: ran.body.events.map((e: any) => e.id),
+    })
   }
   return world
 }
@@ -152,7 +159,7 @@ function learn(model: OpenApiModel, world: World, base: string, spec: Spec, a: A
   const session = world.sessions.find((s) => s.id === spec.sid)
   if (op?.id === 'createSession' && a.status === 201 && tenant) {
     const id = (JSON.parse(a.text) as { id: string }).id
-    world.sessions.push({ id, tenant, guarded: false, executions: [], eventIds: [] })
+    world.sessions.push({ id, tenant, guarded: false, executions: [], processes: [], eventIds: [] })
     return true
   }
   if (!session || spec.crossTenant) return false
@@ -162,6 +169,8 @@ function learn(model: OpenApiModel, world: World, base: string, spec: Spec, a: A
   }
   const eid = /\/executions\/(exe_\w+)$/.exec(a.headers.location ?? '')?.[1]
   if (eid) remember(session.executions, eid, 20)
+  const pid = /\/processes\/(prc_\w+)$/.exec(a.headers.location ?? '')?.[1]
+  if (pid) remember(session.processes, pid, 20)
   for (const e of a.events) if (e.id) remember(session.eventIds, e.id, 50)
   if (op?.id === 'createEventsToken' && a.status === 201) {
     const eidInPath = /\/executions\/([^/]+)\/events-token/.exec(spec.url)?.[1]

@@ -30,6 +30,20 @@ export const SAFE_CODE = [
   '_fuzz_tmp = list(range(100)); del _fuzz_tmp',
 ]
 
+/** Commands for background processes: short, or waiting on stdin (then a signal, stdin's eof or a delete ends them). */
+const SAFE_COMMANDS = [
+  'echo fuzz',
+  'for i in 1 2 3; do echo $i; sleep 0.1; done',
+  'cat',
+  'sleep 2',
+  'exit 3',
+  'echo to-stderr >&2',
+  'printf "é%.0s" {1..300}',
+  "head -c 100000 /dev/zero | tr '\\0' x",
+  'no-such-command',
+  "trap 'exit 0' TERM; sleep 5 & wait",
+]
+
 const ALPHA = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'
 const PRINTABLE = ALPHA + '0123456789 !#$%&()*+,-./:;<=>?@[]^_`{|}~\'"\\'
 const UNICODE = 'éßЖ中文日本語한국어عربى\u200b\u202e\u2028\u00a0😀🚀𝄞'
@@ -92,6 +106,7 @@ export function anyJson(r: Rng, depth = 0): unknown {
 function stringFor(r: Rng, s: Schema, hint: string): string {
   if (s.format === 'date-time') return new Date(r.int(0, 4e12)).toISOString()
   if (hint === 'code') return r.pick(SAFE_CODE)
+  if (hint === 'command') return r.pick(SAFE_COMMANDS)
   // A long pattern is rarely met by chance: the schema's own example stands in for it.
   const example = Array.isArray(s.examples) ? (s.examples as unknown[]).find((e): e is string => typeof e === 'string') : undefined
   if (example !== undefined && (s.pattern || r.chance(0.3))) return example

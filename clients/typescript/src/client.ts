@@ -15,6 +15,7 @@ import {
   type PutFileResult,
   type TemplateList,
 } from './files.ts'
+import { connectPty, type Pty, type PtyOptions } from './pty.ts'
 import type { components } from './schema.ts'
 
 type Schemas = components['schemas']
@@ -23,6 +24,9 @@ export type SessionList = Schemas['SessionList']
 export type CreateSessionRequest = Schemas['CreateSessionRequest']
 export type Execution = Schemas['Execution']
 export type ExecuteRequest = Schemas['ExecuteRequest']
+export type Process = Schemas['Process']
+export type StartProcessRequest = Schemas['StartProcessRequest']
+export type ProcessSignal = Schemas['SignalRequest']['signal']
 
 export interface ClientOptions {
   /** The server, e.g. http://127.0.0.1:8080 (default: REPLCAST_URL, else that). */
@@ -181,18 +185,77 @@ export class ReplcastClient {
     await this.request('DELETE', `${this.filesUrl(sessionId)}/${filePath(path)}${opts.recursive ? '?recursive=true' : ''}`)
   }
 
+  /**
+   * Opens an interactive terminal (bash in the session's /workspace) over a WebSocket. The key goes in
+   * a short-lived token minted first (POST .../pty-token), so any WebSocket works, a browser's too:
+   * a missing or another tenant's session throws NotFoundError from that call. A socket that cannot
+   * be opened (the session's terminals are all in use, its sandbox died) throws ConnectionError.
+   */
+  async pty(sessionId: string, opts: PtyOptions = {}): Promise<Pty> {
+    const { token } = await this.json<{ token: string }>('POST', `/v1/sessions/${enc(sessionId)}/pty-token`)
+    const q = new URLSearchParams({ access_token: token, cols: String(opts.cols ?? 80), rows: String(opts.rows ?? 24) })
+    const url = `${this.url.replace(/^http/, 'ws')}/v1/sessions/${enc(sessionId)}/pty?${q.toString()}`
+    try {
+      return await connectPty(url, opts)
+    } catch (err) {
+      throw new ConnectionError('network', `cannot open the terminal of ${sessionId}: ${(err as Error).message}`, { cause: err })
+    }
+  }
+
+  /** Starts a background process: `bash -c command` in the sandbox, beside executions. */
+  startProcess(sessionId: string, body: StartProcessRequest): Promise<Process> {
+    return this.json('POST', this.processesUrl(sessionId), body)
+  }
+
+  /** The session's background processes, oldest first. */
+  async listProcesses(sessionId: string): Promise<Process[]> {
+    return (await this.json<{ processes: Process[] }>('GET', this.processesUrl(sessionId))).processes
+  }
+
+  getProcess(sessionId: string, processId: string): Promise<Process> {
+    return this.json('GET', `${this.processesUrl(sessionId)}/${enc(processId)}`)
+  }
+
+  /**
+   * A process's output events (stdout, stderr, limit) from `lastEventId`, replayed then live, ending
+   * with its `exit` event; reconnects after a dropped connection as an execution's stream does.
+   */
+  processOutput(sessionId: string, processId: string, opts: FollowOptions = {}): EventStream {
+    const url = `${this.processesUrl(sessionId)}/${enc(processId)}/output`
+    return new EventStream((last, signal) => this.openStream(url, last, signal), null, opts)
+  }
+
+  /** Writes to a process's stdin (`eof`: then closes it). Throws ConflictError process_exited, stdin_closed, stdin_full. */
+  async writeStdin(sessionId: string, processId: string, data: string | Uint8Array, opts: { eof?: boolean } = {}): Promise<void> {
+    const url = `${this.processesUrl(sessionId)}/${enc(processId)}/stdin${opts.eof ? '?eof=true' : ''}`
+    await this.request('POST', url, new RawBody(typeof data === 'string' ? new TextEncoder().encode(data) : data))
+  }
+
+  /** Sends a signal to the process's whole process group (TERM by default). */
+  async signalProcess(sessionId: string, processId: string, signal: ProcessSignal = 'TERM'): Promise<void> {
+    await this.request('POST', `${this.processesUrl(sessionId)}/${enc(processId)}/signal`, { signal })
+  }
+
+  /** Kills the process (its whole process group) and forgets it: its record and output are gone. */
+  async deleteProcess(sessionId: string, processId: string): Promise<void> {
+    await this.request('DELETE', `${this.processesUrl(sessionId)}/${enc(processId)}`)
+  }
+
+  private processesUrl(sessionId: string): string {
+    return `/v1/sessions/${enc(sessionId)}/processes`
+  }
+
   private filesUrl(sessionId: string): string {
     return `/v1/sessions/${enc(sessionId)}/files`
   }
 
-  private async openEvents(sid: string, eid: string, lastEventId: string, signal?: AbortSignal): Promise<Response | null> {
-    const res = await this.request(
-      'GET',
-      `/v1/sessions/${enc(sid)}/executions/${enc(eid)}/events`,
-      undefined,
-      { accept: 'text/event-stream', ...(lastEventId ? { 'last-event-id': lastEventId } : {}) },
-      signal,
-    )
+  private openEvents(sid: string, eid: string, lastEventId: string, signal?: AbortSignal): Promise<Response | null> {
+    return this.openStream(`/v1/sessions/${enc(sid)}/executions/${enc(eid)}/events`, lastEventId, signal)
+  }
+
+  /** GET of an SSE stream after `lastEventId`; null when the server says nothing more will come (204). */
+  private async openStream(path: string, lastEventId: string, signal?: AbortSignal): Promise<Response | null> {
+    const res = await this.request('GET', path, undefined, { accept: 'text/event-stream', ...(lastEventId ? { 'last-event-id': lastEventId } : {}) }, signal)
     return res.status === 204 ? null : res
   }
 

@@ -13,6 +13,7 @@ export const ERROR_CODES = [
   'unknown_template',
   'invalid_path',
   'is_a_directory',
+  'invalid_cwd',
   'model_not_allowed',
   'unauthorized',
   'permission_denied',
@@ -20,15 +21,22 @@ export const ERROR_CODES = [
   'session_not_found',
   'execution_not_found',
   'file_not_found',
+  'process_not_found',
   'not_acceptable',
   'request_timeout',
   'session_dead',
   'queue_full',
   'nothing_running',
+  'too_many_processes',
+  'process_exited',
+  'stdin_closed',
+  'stdin_full',
+  'too_many_terminals',
   'payload_too_large',
   'file_too_large',
   'workspace_full',
   'unsupported_media_type',
+  'upgrade_required',
   'headers_too_large',
   'quota_exceeded',
   'rate_limited',
@@ -70,15 +78,15 @@ export class ReplcastError extends Error {
   }
 }
 
-/** 400, 406, 413, 415, 431: the request itself is wrong; sending it again will not help. */
+/** 400, 406, 413, 415, 426, 431: the request itself is wrong; sending it again will not help. */
 export class InvalidRequestError extends ReplcastError {}
 /** 401: no key, or a key the server does not know. */
 export class AuthError extends ReplcastError {}
 /** 403: allowed for the key, but refused (the sandbox's file permissions). */
 export class ForbiddenError extends ReplcastError {}
-/** 404: no such session, execution or route (or it belongs to another tenant). */
+/** 404: no such session, execution, process or route (or it belongs to another tenant). */
 export class NotFoundError extends ReplcastError {}
-/** 409: the session's state forbids it now (dead, queue full, nothing running). */
+/** 409: the session's or process's state forbids it now (dead, queue full, nothing running, process exited). */
 export class ConflictError extends ReplcastError {}
 /** 429: a rate or quota; `retryAfterS` says when to try again. */
 export class RateLimitError extends ReplcastError {}

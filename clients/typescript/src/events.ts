@@ -1,5 +1,5 @@
-// An execution's events as an async iterator that survives dropped connections: when the stream
-// ends or breaks before `done`, it reconnects to the execution's events endpoint with
+// An execution's events (or a background process's output) as an async iterator that survives dropped
+// connections: when the stream ends or breaks before `done` (`exit`), it reconnects to the execution's events endpoint with
 // Last-Event-ID set to the last event it yielded, so nothing is lost and nothing repeats.
 import { ConnectionError, ReplcastError, ServerError } from './errors.ts'
 import type { components } from './schema.ts'
@@ -81,7 +81,8 @@ export class EventStream implements AsyncIterable<ExecutionEvent> {
           failures = 0
           if (e.type === 'done') this.status = e.status ?? null
           yield e
-          if (e.type === 'done') return
+          // An execution's stream ends with `done`, a background process's output with `exit`.
+          if (e.type === 'done' || e.type === 'exit') return
         }
       } catch (err) {
         if (signal?.aborted) throw signal.reason

@@ -8,26 +8,10 @@ import type { SseStreams } from '../sse.js'
 import { sendExecution } from '../execution-json.js'
 import { replyWithExecution } from '../execution-reply.js'
 import { mintStreamToken, STREAM_TOKEN_TTL_S } from '../stream-token.js'
-import { ExecutionParams, problems, ref, SessionParams } from '../schema-refs.js'
+import { EventId, ExecutionParams, problems, ref, SessionParams } from '../schema-refs.js'
 
 const SSE_DESCRIPTION =
   'Server-Sent Events: `event:` is the event type, `id:` its position (send it back as Last-Event-ID), `data:` the event as JSON. Exactly one `done` event ends the stream.'
-
-/** A decimal number no greater than 2^64 - 1, as a regular expression (a part of a Redis stream id). */
-function uint64Pattern(): string {
-  const max = ((1n << 64n) - 1n).toString()
-  const alternatives = [`\\d{1,${max.length - 1}}`, max]
-  for (let i = 0; i < max.length; i++) {
-    const digit = Number(max[i])
-    const rest = max.length - i - 1
-    if (digit > 0) alternatives.push(`${max.slice(0, i)}[0-${digit - 1}]${rest ? `\\d{${rest}}` : ''}`)
-  }
-  return `(?:${alternatives.join('|')})`
-}
-
-/** An event id ("ms-seq", each an unsigned 64-bit number) to resume after; empty means from the start. */
-const EVENT_ID_PATTERN = `^(?:${uint64Pattern()}-${uint64Pattern()})?$`
-const EventId = (description: string) => Type.String({ pattern: EVENT_ID_PATTERN, examples: ['1732186234123-0'], description })
 
 export async function executionRoutes(
   app: FastifyInstance,

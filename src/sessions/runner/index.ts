@@ -6,3 +6,5 @@ export { ExecutionRunner } from './execution-runner.js'
 export type { LiveSession } from './live-session.js'
 export type { LlmReply, LlmRequestContext, LlmRequestHandler, RunningExecution } from './llm-requests.js'
 export { RecordedExecutions } from './recorded-executions.js'
+// What a background process's output shares with an execution's (sessions/processes/): the bound on output Redis has not stored yet.
+export { UnstoredOutput } from './unstored-output.js'

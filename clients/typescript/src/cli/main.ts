@@ -10,8 +10,20 @@ import { filesCommand } from './files.ts'
 import { replCommand } from './repl.ts'
 import { runCommand } from './run.ts'
 import { sessionsCommand } from './sessions.ts'
+import { shellCommand } from './shell.ts'
+import { killCommand, logsCommand, psCommand, startCommand } from './processes.ts'
 
-const COMMANDS: Record<string, Command> = { run: runCommand, repl: replCommand, files: filesCommand, sessions: sessionsCommand }
+const COMMANDS: Record<string, Command> = {
+  run: runCommand,
+  repl: replCommand,
+  shell: shellCommand,
+  files: filesCommand,
+  sessions: sessionsCommand,
+  start: startCommand,
+  ps: psCommand,
+  logs: logsCommand,
+  kill: killCommand,
+}
 
 const GLOBAL: ParseArgsOptionsConfig = {
   url: { type: 'string' },
@@ -35,7 +47,7 @@ Options (any command):
   -h, --help  help for a command: replcast run --help
 
 Exit codes: 0 ok, 1 the code raised, 2 usage, 3 API or connection error, 124 timeout, 130 interrupted, 137 killed or out of memory;
-run --bash exits with the script's exit code.`
+run --bash exits with the script's exit code, shell with the shell's, logs -f with the process's.`
 
 function version(): string {
   const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }

@@ -1,5 +1,5 @@
-// `replcast run`: runs code (Python, or bash with --bash) from an argument, a file or stdin in a
-// session (a new one, deleted afterwards, unless --session names one; or with --once a one-shot
+// `replcast run`: runs code (Python, or bash with --bash) from a file, stdin or -c, as `python` takes
+// it, in a session (a new one, deleted afterwards, unless --session names one; or with --once a one-shot
 // sandbox the server removes), streams its output live and exits with its status.
 import { readFile } from 'node:fs/promises'
 import type { EventStream } from '../events.ts'
@@ -42,26 +42,36 @@ async function runOnce(
   }
 }
 
-async function codeFrom(ctx: Context, args: string[], file: string | undefined): Promise<string> {
-  if (file !== undefined && args.length) throw new UsageError('give the code as an argument or with --file, not both')
-  if (file === '-' || (file === undefined && !args.length && !ctx.stdin.isTTY)) return readAll(ctx.stdin)
-  if (file !== undefined) {
-    try {
-      return await readFile(file, 'utf8')
-    } catch (err) {
-      throw new UsageError(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`)
-    }
+/**
+ * The code, the way `python` takes it: `-c CODE`; a FILE; `-` for stdin; nothing, with stdin not a
+ * terminal, for stdin too. Arguments after the code or file are not passed on (there is no argv to
+ * give them): they are a usage mistake.
+ */
+async function codeFrom(ctx: Context, args: string[], inline: string | undefined, language: string): Promise<string> {
+  if (inline !== undefined) {
+    if (args.length) throw new UsageError(`-c takes the whole code as one argument; unexpected: ${args.join(' ')}`)
+    return inline
   }
-  if (!args.length) throw new UsageError('no code: pass it as an argument, with --file FILE, or on stdin')
-  return args.join(' ')
+  if (args.length > 1) throw new UsageError(`one FILE at a time (arguments for the code are not supported): ${args.slice(1).join(' ')}`)
+  const [file] = args
+  if (file === '-' || (file === undefined && !ctx.stdin.isTTY)) return readAll(ctx.stdin)
+  if (file === undefined) throw new UsageError(`no code: give a FILE, -c CODE, or ${language} on stdin (for an interactive console: replcast repl)`)
+  try {
+    return await readFile(file, 'utf8')
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code
+    const hint = code === 'ENOENT' ? ` (to run code given as an argument, use -c: replcast run -c ${JSON.stringify(file)})` : ''
+    throw new UsageError(`cannot read ${file}: ${code ?? (err as Error).message}${hint}`)
+  }
 }
 
 export const runCommand: Command = {
-  summary: 'run code and stream its output; the exit code is the execution status',
-  usage: `replcast run [CODE] [--file FILE|-] [--bash] [--session ID | --keep | --once] [--timeout SECONDS]
+  summary: 'run a FILE, stdin or -c CODE and stream its output; the exit code is the status',
+  usage: `replcast run [FILE | - | -c CODE] [--bash] [--session ID | --keep | --once] [--timeout SECONDS]
 
-  CODE            Python code (else --file, else stdin when it is not a terminal)
-  -f, --file      read the code from FILE ('-' for stdin)
+  FILE            run the code in FILE (Python, or bash with --bash)
+  -               read the code from stdin; so does giving nothing when stdin is not a terminal
+  -c, --code CODE run CODE, given as one argument
   --bash          run it as a bash script (in /workspace); the exit code is the script's own
   -s, --session   run in this session (kept); otherwise a new session is made and deleted after
   --keep          keep the new session and print its id
@@ -69,12 +79,14 @@ export const runCommand: Command = {
                   server removes afterwards, even if this command is killed
   -t, --timeout   wall-clock limit in seconds
 
+Examples: replcast run job.py · replcast run -c 'print(6 * 7)' · echo 'ls -l' | replcast run --bash
+
 Ctrl+C interrupts the code (its state is kept); a second Ctrl+C leaves at once.
 With --once, Ctrl+C leaves at once: the code runs on until it ends or times out.
 Exit codes: 0 ok, 1 error, 124 timeout, 130 interrupted, 137 killed or out of memory;
 with --bash, the script's exit code.`,
   options: {
-    file: { type: 'string', short: 'f' },
+    code: { type: 'string', short: 'c' },
     bash: { type: 'boolean' },
     session: { type: 'string', short: 's' },
     timeout: { type: 'string', short: 't' },
@@ -82,7 +94,7 @@ with --bash, the script's exit code.`,
     once: { type: 'boolean' },
   },
   async run(ctx, args, values) {
-    const code = await codeFrom(ctx, args, values.file as string | undefined)
+    const code = await codeFrom(ctx, args, values.code as string | undefined, values.bash ? 'a bash script' : 'Python')
     const timeout = values.timeout === undefined ? undefined : Number(values.timeout)
     if (timeout !== undefined && !(timeout > 0)) throw new UsageError('--timeout takes a number of seconds above 0')
     if (values.once && (values.session !== undefined || values.keep)) throw new UsageError('--once runs in a sandbox of its own: not with --session or --keep')
