@@ -17,7 +17,7 @@ run() { echo "== $1"; node --import=@tapjs/typescript/import "$@"; }
 status=0
 run bench/run.ts "$@" || status=$?
 if [ $# -eq 0 ]; then
-  for f in bench/pool.ts bench/pool-trace.ts bench/exec-trace.ts bench/files.ts bench/replicas.ts bench/llm-first-output.ts bench/process-first-output.ts bench/pty.ts; do
+  for f in bench/pool.ts bench/pool-trace.ts bench/exec-trace.ts bench/files.ts bench/replicas.ts bench/llm-first-output.ts bench/python-client.ts bench/process-first-output.ts bench/pty.ts; do
     run "$f" || { echo "$f failed"; status=1; }
   done
 fi

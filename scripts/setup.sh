@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs and starts what replcast needs on a Debian machine (Node 22, npm packages,
 # docker.io + gVisor, redis-server, the sandbox image, Chromium for the playground's browser test,
-# tmux for the terminal CLI's test, flake8 for the Python lint); quick when all of it is there.
-# Usage: source scripts/setup.sh [node|deps|docker|redis|image|browser|terminal|lint|all]...  (sourcing exports PATH for Node 22)
+# tmux for the terminal CLI's test, flake8 and mypy for the Python checks, and what the Python
+# client's tests install it with); quick when all of it is there.
+# Usage: source scripts/setup.sh [node|deps|docker|redis|image|browser|terminal|lint|python|all]...  (sourcing exports PATH for Node 22)
 set -euo pipefail
 
 REPLCAST_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -113,6 +114,10 @@ ensure_redis() { # Redis with persistence (scripts/redis.conf: append-only file,
   say "redis-server did not come up"; return 1
 }
 
+# test/python-client.test.ts: a virtualenv seeing Debian's httpx and pytest, the client installed into it
+# offline (setuptools and wheel build it), and its generated types checked against openapi.yaml (PyYAML).
+PYTHON_CLIENT_PKGS=(python3-venv python3-httpx python3-pytest python3-setuptools python3-wheel python3-yaml)
+
 ensure_image() { ensure_apt debootstrap; bash "$REPLCAST_ROOT/sandbox-image/build.sh"; }
 
 for what in "${@:-all}"; do
@@ -124,8 +129,9 @@ for what in "${@:-all}"; do
     image) ensure_docker; ensure_image ;;
     browser) ensure_apt chromium ;; # test/playground.test.ts drives it with playwright-core
     terminal) ensure_apt tmux ;; # test/cli-shell.test.ts runs `replcast shell` in a tmux pane
-    lint) ensure_apt flake8 ;; # npm test's python-lint check
-    all) ensure_node; ensure_deps; ensure_docker; ensure_redis; ensure_image; ensure_apt chromium tmux flake8 ;;
+    lint) ensure_apt flake8 mypy ;; # npm test's python-lint and python-types checks
+    python) ensure_apt "${PYTHON_CLIENT_PKGS[@]}" ;;
+    all) ensure_node; ensure_deps; ensure_docker; ensure_redis; ensure_image; ensure_apt chromium tmux flake8 mypy "${PYTHON_CLIENT_PKGS[@]}" ;;
     *) say "unknown step: $what"; exit 2 ;;
   esac
 done

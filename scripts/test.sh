@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # npm test: set up what is missing, run the static checks (type-check, format, lint, dead code, layers,
-# Python lint), then the unit tests (test/unit/: no Docker or Redis) and after them the integration
+# Python lint and types), then the unit tests (test/unit/: no Docker or Redis) and after them the integration
 # tests (the rest of test/), and end with one plain line "N passed, N failed" (", N skipped" when tap
 # skipped any).
 #
@@ -45,7 +45,8 @@ check type-check npm run --silent typecheck
 check format npm run --silent format:check
 check lint npm run --silent lint
 check deadcode npm run --silent deadcode
-check python-lint flake8 sandbox-image bench # the REPL, its tests, bench/jupyter.py (.flake8)
+check python-lint flake8 sandbox-image bench clients/python # the REPL, bench's Python, the Python client (.flake8)
+check python-types env -C clients/python mypy # --strict on the Python client, its example and tests (its pyproject.toml)
 check layers npm run --silent layers
 
 if [ $# -gt 0 ]; then

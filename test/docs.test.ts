@@ -77,6 +77,7 @@ const pages = async (): Promise<string[]> => [
   'README.md',
   ...(await readdir(new URL('docs/', root))).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`),
   'clients/typescript/README.md',
+  'clients/python/README.md',
   'sandbox-image/README.md',
 ]
 

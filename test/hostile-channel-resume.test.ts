@@ -8,9 +8,8 @@ import { api, createSession, readSse, stdoutOf, untilStdout, type SseEvent } fro
 import { NeighbourProbe, fmtStats } from './helpers/neighbour.js'
 import { CHANNEL_PRELUDE, figuresOf, fmtFigures } from './helpers/channel-attack.js'
 import { isolatedServer, killHard } from './helpers/server-process.js'
-import { containerOf, touch } from './helpers/sandbox-signal.js'
+import { doneInContainerLog, touch } from './helpers/sandbox-signal.js'
 import { waitFor } from './helpers/wait.js'
-import { DockerDemuxer } from '../src/sandbox/demux.js'
 
 const auth = { authorization: `Bearer ${API_KEY}` }
 
@@ -118,17 +117,7 @@ t.test('output written while the API was down past the container log bound ends 
   const { eid, events: before } = await start(h.server.url, sid, code, untilStdout('start\n'))
   await killHard(h.server)
   await touch(sid, '/tmp/go')
-  const container = await containerOf(sid)
-  const logTail = async () => {
-    const raw = await container.logs({ stdout: true, stderr: false, tail: 3 })
-    const parts: Buffer[] = []
-    new DockerDemuxer(
-      (b) => parts.push(Buffer.from(b)),
-      () => undefined,
-    ).push(raw)
-    return Buffer.concat(parts).toString('utf8')
-  }
-  t.ok(await waitFor(async () => (await logTail()).includes(`"type":"done","exec_id":"${eid}"`), 60000), 'the code ended while the API was down')
+  t.ok(await waitFor(() => doneInContainerLog(sid, eid), 60000), 'the code ended while the API was down')
   await h.respawn()
   const after = await rest(t, h, sid, eid, before.at(-1)!.id, neighbour)
   const limit = after.find((e) => e.event === 'limit')

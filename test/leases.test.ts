@@ -61,14 +61,14 @@ t.test('the writes of an earlier term are refused whole; those of the current te
   const slot = { max: 10, untilMs: Date.now() + TTL_MS, idleDeadlineMs: Date.now() + TTL_MS }
   const started = await s.executions.startExecution(rec, { type: 'status', state: 'running' }, slot, a.term)
   t.equal(started.result, 'started', 'A starts an execution under its term')
-  await s.logs.appendLiveMany(sid, eid, [{ type: 'stdout', text: 'one\n', pos: 2 }], tenant, false, a.term)
+  await s.logs.appendLiveMany(sid, eid, [{ type: 'stdout', text: 'one\n', pos: 2 }], tenant, 'plain', a.term)
 
   // A pauses; its heartbeat lapses; B takes the session over.
   const b = await s.leases.takeLease(sid, 'B', 'A', TTL_MS)
   t.equal(b.holder, 'B')
   const logged = async () => (await s.redis.xrange(s.keys.events(sid, eid), '-', '+')).map(([, [, json]]) => JSON.parse(json!).type as string)
   const before = await logged()
-  await t.rejects(s.logs.appendLiveMany(sid, eid, [{ type: 'stdout', text: 'two\n', pos: 3 }], tenant, false, a.term), LeaseLost, 'A, woken, appends nothing')
+  await t.rejects(s.logs.appendLiveMany(sid, eid, [{ type: 'stdout', text: 'two\n', pos: 3 }], tenant, 'plain', a.term), LeaseLost, 'A, woken, appends nothing')
   await t.rejects(
     s.executions.recordEnd(sid, eid, tenant, { type: 'done', status: 'ok' }, { status: 'ok', ended_at: Date.now() }, null, [], '', a.term),
     LeaseLost,
@@ -80,7 +80,7 @@ t.test('the writes of an earlier term are refused whole; those of the current te
   t.equal((await s.executions.getExecution(sid, eid))?.status, 'running', 'the execution is still running for B to resume')
   t.equal(await s.executions.getExecution(sid, 'exe_2'), null, 'and the refused one was not recorded')
 
-  await s.logs.appendLiveMany(sid, eid, [{ type: 'stdout', text: 'two\n', pos: 3 }], tenant, false, b.term)
+  await s.logs.appendLiveMany(sid, eid, [{ type: 'stdout', text: 'two\n', pos: 3 }], tenant, 'plain', b.term)
   await s.executions.recordEnd(sid, eid, tenant, { type: 'done', status: 'ok' }, { status: 'ok', ended_at: Date.now() }, null, [], '', b.term)
   t.same(await logged(), [...before, 'stdout', 'done'], "B's writes go through")
   t.same(await s.logs.resumePoint(sid, eid), { pos: 3, seq: -1 }, 'and a resume would start after the last frame B stored')

@@ -57,6 +57,17 @@ t.test("Redis gives an execution's end the ids predicted from where its log ende
     'the log has one done',
   )
 
+  // A jump (the limit event of output lost while no instance was attached) leaves the log's milliseconds.
+  const status3 = await logs.appendLive('s3', 'e3', { type: 'status', state: 'running' }, 'alpha')
+  const [ms3] = status3!.events[0]!.id.split('-')
+  const jumped = await logs.appendLiveMany('s3', 'e3', [{ type: 'limit', what: 'detached_output' }], 'alpha', 'jump')
+  const next = await logs.appendLiveMany('s3', 'e3', [{ type: 'stdout', text: 'b\n' }], 'alpha')
+  t.same(
+    [jumped!.events[0]!.id, next!.events[0]!.id],
+    [`${Number(ms3) + 1}-0`, `${Number(ms3) + 1}-1`],
+    "a jump takes the next millisecond, past every id the log's own could have given; the entries after it follow on",
+  )
+
   // Without an expected id the same end is held to the budget, as any output is.
   await logs.appendLive('s2', 'e2', { type: 'status', state: 'running' }, 'beta')
   const plain = await executions.recordEnd('s2', 'e2', 'beta', done, { status: 'ok' }, null, before)

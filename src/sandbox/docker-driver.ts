@@ -17,6 +17,9 @@ import { TimeoutError, withTimeout } from '../retry.js'
 export type { ImageFacts, ManagedContainer, SandboxExit, SandboxHandle } from './driver.js'
 
 const STDERR_LOG_LIMIT = 64 * 1024
+/** How long a SIGKILLed sandbox is watched for the engine's OOM flag: OOM_RECHECKS × OOM_RECHECK_MS. */
+const OOM_RECHECKS = 5
+const OOM_RECHECK_MS = 200
 
 export class DockerSandboxDriver implements SandboxDriver {
   readonly docker: Docker
@@ -124,12 +127,27 @@ export class DockerSandboxDriver implements SandboxDriver {
 
   async inspectExit(containerId: string): Promise<SandboxExit & { running: boolean }> {
     try {
-      const info = await this.call('inspect', (abortSignal) => this.docker.getContainer(containerId).inspect({ abortSignal }))
-      return { running: info.State.Running, exitCode: info.State.ExitCode, oomKilled: info.State.OOMKilled }
+      const state = await this.settledState(this.docker.getContainer(containerId))
+      return { running: state.Running, exitCode: state.ExitCode, oomKilled: state.OOMKilled }
     } catch (err) {
       if (statusOf(err) === 404) return { running: false, exitCode: null, oomKilled: false }
       throw err
     }
+  }
+
+  /**
+   * The container's state once Docker has said why it stopped. The engine records an OOM kill from
+   * its own event, apart from the exit: under load a container killed by SIGKILL (137) can show as
+   * exited before it shows `OOMKilled`, so such an exit is read again for a moment.
+   */
+  private async settledState(container: Docker.Container): Promise<Docker.ContainerInspectInfo['State']> {
+    const inspect = async () => (await this.call('inspect', (abortSignal) => container.inspect({ abortSignal }))).State
+    let state = await inspect()
+    for (let i = 0; i < OOM_RECHECKS && !state.Running && state.ExitCode === 137 && !state.OOMKilled; i++) {
+      await new Promise((resolve) => setTimeout(resolve, OOM_RECHECK_MS))
+      state = await inspect()
+    }
+    return state
   }
 
   async listManaged(deployment: string): Promise<ManagedContainer[]> {
@@ -204,8 +222,8 @@ export class DockerSandboxDriver implements SandboxDriver {
     return container
       .wait({ condition })
       .then(async (res: { StatusCode?: number }) => {
-        const info = await this.call('inspect', (abortSignal) => container.inspect({ abortSignal })).catch(() => null)
-        return { exitCode: res.StatusCode ?? null, oomKilled: info?.State.OOMKilled ?? false }
+        const state = await this.settledState(container).catch(() => null)
+        return { exitCode: res.StatusCode ?? null, oomKilled: state?.OOMKilled ?? false }
       })
       .catch(() => ({ exitCode: null, oomKilled: false }))
   }

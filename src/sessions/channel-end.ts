@@ -38,9 +38,10 @@ export async function sandboxMisbehaved(deps: ChannelEndDeps, rec: SessionRecord
       return false
     },
   )
+  // Dead before its executions end: a client that reads the session after their `done` sees it so.
+  await markDead(deps, rec.id)
   const [, wasKilled] = await Promise.all([runner.sandboxMisbehaved(live, why.reason), killed])
   registry.release(live)
-  await deps.markDead(rec.id)
   if (!wasKilled) await deps.stores.sessions.setDeadline(rec.id, Date.now())
 }
 
@@ -66,7 +67,12 @@ export async function channelClosed(deps: ChannelEndDeps, rec: SessionRecord, li
   }
   live.state = 'stopping'
   log.warn({ sessionId: rec.id, exitCode: exit.exitCode, oomKilled: exit.oomKilled }, 'sandbox exited')
+  await markDead(deps, rec.id)
   await runner.sandboxGone(live, exit)
   registry.release(live)
-  await deps.markDead(rec.id)
+}
+
+/** Marks the session dead; its executions still end (with the reason) when Redis refuses that. */
+async function markDead(deps: ChannelEndDeps, sid: string): Promise<void> {
+  await deps.markDead(sid).catch((err: unknown) => deps.log.error({ err, sessionId: sid }, 'could not mark the session dead'))
 }

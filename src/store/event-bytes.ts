@@ -30,6 +30,14 @@ export interface Appended {
  */
 const AHEAD_MAX_BYTES = 1024
 
+/**
+ * How an append treats its events: `plain` within the tenant's budget; `kept` whatever the budget
+ * (a status, or output already handed to readers: see appendedAhead); `jump` within the budget, the
+ * first under an id a millisecond past the log's (see add in log-scripts.ts).
+ */
+export type AppendMode = 'plain' | 'kept' | 'jump'
+const APPEND_MODE: Record<AppendMode, string> = { plain: '0', kept: '1', jump: 'j' }
+
 /** The id a log's entry after `id` gets ("ms-seq": the same milliseconds, sequence + 1; see add in log-scripts.ts). */
 function nextId(id: string): string {
   const dash = id.indexOf('-')
@@ -134,13 +142,13 @@ export class EventBytes {
    * resolves with what was added. `term`: the writer's lease term; throws LeaseLost when the session's
    * lease has passed to another term (nothing is added then).
    */
-  async appendMany(tenant: string, sid: string, eid: string, events: object[], ahead = false, term = ''): Promise<Appended | null> {
+  async appendMany(tenant: string, sid: string, eid: string, events: object[], mode: AppendMode = 'plain', term = ''): Promise<Appended | null> {
     const mine = ownList(events)
     const [kept, raw] = (await runScript(
       this.redis,
       APPEND_SCRIPT,
       ...this.args(tenant, sid, eid, term),
-      ahead ? '1' : '0',
+      APPEND_MODE[mode],
       ...mine.list!.map((e) => e.json),
     )) as [number, unknown]
     if (kept === -1) throw new LeaseLost(sid)

@@ -2,7 +2,7 @@
 // events, counted against the tenant's max_event_bytes, and reading them back in bounded pages, from
 // the stream or from the record a small ended log was packed into (log-packing.ts).
 import type { Redis } from 'ioredis'
-import type { Appended, EventBytes } from './event-bytes.js'
+import type { AppendMode, Appended, EventBytes } from './event-bytes.js'
 import { readPage } from './event-pages.js'
 import type { RedisKeys } from './keys.js'
 import { PACKED_FIELD, unpack } from './log-packing.js'
@@ -30,8 +30,7 @@ export class EventLogStore {
   }
 
   /**
-   * Appends events in order, in one round trip, like appendLive each (`ahead`: kept whatever the
-   * tenant's budget, see appendedAhead). `term`: the writer's lease term; throws LeaseLost when the
+   * Appends events in order, in one round trip, like appendLive each (`mode`: see AppendMode). `term`: the writer's lease term; throws LeaseLost when the
    * session's lease has passed to another since (nothing is added then).
    */
   async appendLiveMany(
@@ -39,10 +38,10 @@ export class EventLogStore {
     eid: string,
     events: Array<{ type: string; [k: string]: unknown }>,
     tenant: string,
-    ahead = false,
+    mode: AppendMode = 'plain',
     term = '',
   ): Promise<Appended | null> {
-    return this.eventBytes.appendMany(tenant, sid, eid, events, ahead, term)
+    return this.eventBytes.appendMany(tenant, sid, eid, events, mode, term)
   }
 
   /** The log's last event (null: none). */

@@ -81,14 +81,17 @@ end
 -- '' for the call's one event (a status, a done), '@n' for the n-th of its events.
 -- A log's first entry gets its id from the clock; each one after it the id after the last one's
 -- (same milliseconds, sequence + 1), so a writer that knows where the log ends knows the ids of
--- what it appends (nextId in event-bytes.ts).
-local added = nil
+-- what it appends (nextId in event-bytes.ts). A call with \`jump\` set gives its first entry the next
+-- millisecond instead: past every id a former holder may have handed to its readers ahead of a write
+-- that never reached Redis (it died in between), as those all share the log's milliseconds.
+local added, jump = nil, false
 local function add(payload, mark)
   if not added then
     local last = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)[1]
     added = { last and last[1] or '' }
   end
   local ms, seq = string.match(added[#added - 1] or added[1], '^(%d+)-(%d+)$')
+  if jump and ms then ms, seq, jump = string.format('%d', tonumber(ms) + 1), -1, false end
   local id = redis.call('XADD', stream, ms and ms .. '-' .. (tonumber(seq) + 1) or '*', 'e', payload)
   added[#added + 1] = id
   added[#added + 1] = mark or payload
@@ -130,7 +133,7 @@ end
 
 // Appends events in order (an execution's output that arrived together, in one round trip).
 // ARGV: 6 '1' when they must be kept (a status; output already handed to readers, see appendedAhead in
-// event-bytes.ts: small), 7... the events' JSON.
+// event-bytes.ts: small), 'j' when their ids jump (see add), else '0'; 7... the events' JSON.
 // Returns {how many were added (the rest were refused), what was added (see add; the n-th event is '@n')};
 // {-1}: fenced, nothing added.
 const APPEND =
@@ -138,6 +141,7 @@ const APPEND =
   `
 if fenced() then return { -1 } end
 local force, kept = ARGV[6] == '1', 0
+jump = ARGV[6] == 'j'
 -- A log that ended and was dropped (or expired) is not brought back.
 if redis.call('ZSCORE', endedKey, member) and redis.call('EXISTS', stream) == 0 then return { 0, {} } end
 for i = 7, #ARGV do

@@ -139,7 +139,7 @@ t.test(
     let ended: { expected: string; reply: (a: Added | null) => void } | null = null
     const store = {
       appendLive: async () => null,
-      appendLiveMany: (...args: unknown[]) => new Promise<Added | null>((resolve) => appends.push({ ahead: args[4] === true, reply: resolve })),
+      appendLiveMany: (...args: unknown[]) => new Promise<Added | null>((resolve) => appends.push({ ahead: args[4] === 'kept', reply: resolve })),
       recordEnd: (...args: unknown[]) =>
         new Promise<Added | null>((resolve) => {
           ended = { expected: args[7] as string, reply: resolve }

@@ -92,7 +92,7 @@ export class ExecutionLog {
         if (this.outboxes.get(ex) !== opened) return // claimed by the end
         this.outboxes.delete(ex)
         this.store(live, ex, logId, opened.events, opened.bytes, (events, ahead) =>
-          this.deps.stores.logs.appendLiveMany(live.id, logId, events, live.tenant, ahead, live.term),
+          this.deps.stores.logs.appendLiveMany(live.id, logId, events, live.tenant, ahead ? 'kept' : 'plain', live.term),
         )
       })
     }

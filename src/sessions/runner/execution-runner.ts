@@ -261,7 +261,9 @@ export class ExecutionRunner {
     ex.frames = point.pos
     if (lost) {
       this.log.warn({ sessionId: live.id, executionId: rx.id }, 'the sandbox log no longer reaches back to the last frame handled; output lost')
-      this.events.append(live, ex, { type: 'limit', what: 'detached_output' })
+      // Under ids past any the instance before may have handed its readers for output Redis never got.
+      const limit = { type: 'limit', what: 'detached_output' }
+      await this.events.written(live, ex, 1, this.stores.logs.appendLiveMany(live.id, rx.id, [limit], live.tenant, 'jump', live.term))
     }
     for (const f of frames) this.onFrame(live, ex, f)
     const overlap = new LiveOverlap(logged)

@@ -1,0 +1,92 @@
+"""replcast: a Python client for the replcast code-execution service.
+
+    from replcast import Client
+    with Client() as client, client.sessions.create() as session:   # REPLCAST_URL, REPLCAST_API_KEY
+        for event in session.stream('print("hi")'):
+            print(event.type, event.text)
+
+Client and AsyncClient have one shape (AsyncClient's calls are awaited). Errors are ReplcastError
+subclasses by problem code; the API's shapes are in replcast.types, generated from openapi.yaml.
+"""
+from ._shared import FileData, Language, __version__
+from .async_client import AsyncClient, AsyncSessions
+from .async_files import AsyncFiles
+from .async_session import AsyncSession
+from .async_stream import AsyncEventStream
+from .client import Client, Sessions
+from .errors import (
+    ERROR_CODES,
+    APIConnectionError,
+    APITimeoutError,
+    AuthenticationError,
+    BadRequestError,
+    ConflictError,
+    FileTooLargeError,
+    InvalidPathError,
+    LLMBudgetExhaustedError,
+    NotFoundError,
+    NothingRunningError,
+    PayloadTooLargeError,
+    PermissionDeniedError,
+    QueueFullError,
+    QuotaExceededError,
+    RateLimitError,
+    ReplcastError,
+    SandboxFailedError,
+    ServerError,
+    SessionDeadError,
+    StreamLostError,
+    UnavailableError,
+    UnknownTemplateError,
+    ValidationError,
+    WorkspaceFullError,
+)
+from .events import Event, Execution, ExecutionError
+from .files import FileListing, Files
+from .session import Session
+from .stream import EventStream
+
+__all__ = [
+    "__version__",
+    "Client",
+    "Sessions",
+    "Session",
+    "Files",
+    "FileListing",
+    "FileData",
+    "Language",
+    "EventStream",
+    "AsyncClient",
+    "AsyncSessions",
+    "AsyncSession",
+    "AsyncFiles",
+    "AsyncEventStream",
+    "Event",
+    "Execution",
+    "ExecutionError",
+    "ERROR_CODES",
+    "ReplcastError",
+    "BadRequestError",
+    "ValidationError",
+    "InvalidPathError",
+    "UnknownTemplateError",
+    "AuthenticationError",
+    "PermissionDeniedError",
+    "NotFoundError",
+    "ConflictError",
+    "SessionDeadError",
+    "QueueFullError",
+    "NothingRunningError",
+    "PayloadTooLargeError",
+    "WorkspaceFullError",
+    "FileTooLargeError",
+    "RateLimitError",
+    "QuotaExceededError",
+    "LLMBudgetExhaustedError",
+    "ServerError",
+    "SandboxFailedError",
+    "UnavailableError",
+    "APIConnectionError",
+    "APITimeoutError",
+    "StreamLostError",
+]

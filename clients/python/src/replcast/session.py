@@ -1,0 +1,104 @@
+"""A session of the blocking client: one sandbox and Python REPL whose variables last across runs.
+Runs stream (session.stream) or wait (session.run); session.files moves files both ways.
+"""
+from __future__ import annotations
+
+from types import TracebackType
+from typing import TYPE_CHECKING, Optional, Type, cast
+
+import httpx
+
+from . import types
+from ._shared import Language, execute_body, execution_id_from
+from .errors import NotFoundError
+from .events import Execution
+from .files import Files
+from .stream import EventStream, OpenEvents
+
+if TYPE_CHECKING:
+    from .client import Client
+
+SSE = {"accept": "text/event-stream"}
+
+
+class Session:
+    """`id`, `status` (starting, ready, busy or dead, as last read: refresh() reads it again) and `data`,
+    the whole Session record (created_at, expires_at, limits, metadata, ...). `with` deletes it at the end."""
+
+    def __init__(self, client: Client, data: types.Session) -> None:
+        self._client = client
+        self.data = data
+        self.files = Files(client, data["id"])
+
+    @property
+    def id(self) -> str:
+        return self.data["id"]
+
+    @property
+    def status(self) -> str:
+        return self.data["status"]
+
+    def refresh(self) -> Session:
+        """Reads the session again (its status, expiry, execution count)."""
+        self.data = cast(types.Session, self._client.request("get_session", id=self.id).json())
+        return self
+
+    def run(self, code: str, timeout_s: Optional[float] = None, language: Language = "python") -> Execution:
+        """Runs code and waits for it to end: the Execution (stdout, stderr, results, error, status). It
+        rides the same resumable stream as session.stream(), so a dropped connection loses nothing."""
+        stream = self.stream(code, timeout_s, language)
+        with stream:
+            events = list(stream)
+        return Execution(stream.execution_id, events, self.id, stream.status)
+
+    def stream(self, code: str, timeout_s: Optional[float] = None, language: Language = "python") -> EventStream:
+        """Starts code and answers its events as they happen (iterate the stream once). A connection cut
+        before `done` is resumed with Last-Event-ID: every event arrives once. Starting is not retried
+        (it is not idempotent): if the POST fails, this raises."""
+        resp = self._client.request("execute", id=self.id, json=execute_body(code, language, timeout_s), headers=SSE, stream=True)
+        eid = execution_id_from(resp.headers.get("location"))
+        return EventStream(resp, self._opener(eid), self._client.follower(resumable=True), eid)
+
+    def events(self, execution_id: str, last_event_id: str = "") -> EventStream:
+        """Follows an execution (started here or elsewhere) from after `last_event_id`: replayed, then live until done."""
+        return EventStream(None, self._opener(execution_id), self._client.follower(resumable=True, last_event_id=last_event_id), execution_id)
+
+    def _opener(self, eid: str) -> OpenEvents:
+        def reopen(last_event_id: str) -> Optional[httpx.Response]:
+            headers = {**SSE, "last-event-id": last_event_id} if last_event_id else SSE
+            resp = self._client.request("events", id=self.id, eid=eid, headers=headers, stream=True)
+            if resp.status_code == 204:
+                resp.close()
+                return None
+            return resp
+
+        return reopen
+
+    def execution(self, execution_id: str) -> Execution:
+        """An execution with every event so far (GET)."""
+        return Execution.from_json(cast(types.Execution, self._client.request("get_execution", id=self.id, eid=execution_id).json()))
+
+    def interrupt(self) -> None:
+        """Interrupts the running execution (KeyboardInterrupt; variables are kept). NothingRunningError when idle."""
+        self._client.request("interrupt", id=self.id)
+
+    def restart(self) -> Session:
+        """A fresh interpreter and workspace, same id; also revives a dead session."""
+        self.data = cast(types.Session, self._client.request("restart", id=self.id).json())
+        return self
+
+    def delete(self) -> None:
+        """Deletes the session and its sandbox."""
+        self._client.request("delete_session", id=self.id)
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, et: Optional[Type[BaseException]], ev: Optional[BaseException], tb: Optional[TracebackType]) -> None:
+        try:
+            self.delete()
+        except NotFoundError:
+            pass  # deleted inside the block already: the goal holds
+
+    def __repr__(self) -> str:
+        return f"Session(id={self.id!r}, status={self.status!r})"
