@@ -17,6 +17,7 @@ const pkgDir = join(root, 'clients/python')
 // Debian's interpreter, whose packages the virtualenv sees (a python3 earlier on PATH may be another).
 const PYTHON = '/usr/bin/python3'
 const RATE_KEY = 'test-key-gamma-0003'
+const PROCS_KEY = 'test-key-delta-0004'
 
 interface Case {
   name: string
@@ -49,9 +50,10 @@ function junitCases(xml: string): Case[] {
 
 t.test('the Python client: pip install into a virtualenv, then its pytest suite against the server', async (t) => {
   const h = await startApp(t, {
-    REPLCAST_API_KEYS: `alpha=${API_KEY},beta=${OTHER_KEY},gamma=${RATE_KEY}`,
-    // test_errors.py: beta may hold one session (quota_exceeded), gamma send three requests a minute (rate_limited).
-    REPLCAST_TENANT_LIMITS: JSON.stringify({ beta: { max_sessions: 1 }, gamma: { rate_per_min: 3 } }),
+    REPLCAST_API_KEYS: `alpha=${API_KEY},beta=${OTHER_KEY},gamma=${RATE_KEY},delta=${PROCS_KEY}`,
+    // test_errors.py: beta may hold one session (quota_exceeded), gamma send three requests a minute (rate_limited);
+    // test_processes.py: delta's sessions run two background processes at most (too_many_processes).
+    REPLCAST_TENANT_LIMITS: JSON.stringify({ beta: { max_sessions: 1 }, gamma: { rate_per_min: 3 }, delta: { max_processes: 2 } }),
     // test_errors.py and test_async.py fill a session's queue: one running, one waiting.
     EXEC_QUEUE_DEPTH: '1',
   })
@@ -73,6 +75,7 @@ t.test('the Python client: pip install into a virtualenv, then its pytest suite 
     REPLCAST_API_KEY: API_KEY,
     REPLCAST_QUOTA_KEY: OTHER_KEY,
     REPLCAST_RATE_KEY: RATE_KEY,
+    REPLCAST_PROCS_KEY: PROCS_KEY,
     PYTHONDONTWRITEBYTECODE: '1',
   }
   delete env.PYTHONPATH

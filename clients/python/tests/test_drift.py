@@ -6,13 +6,14 @@ from __future__ import annotations
 import importlib.util
 import re
 from pathlib import Path
+from typing import get_args, get_type_hints
 
 import pytest
 
 from conftest import REPO
-from replcast import ERROR_CODES
+from replcast import ERROR_CODES, ProcessSignal
 from replcast._shared import ROUTES
-from replcast.types import OPERATIONS
+from replcast.types import OPERATIONS, SignalRequest
 
 GENERATOR = Path(__file__).resolve().parents[1] / "tools" / "gen_types.py"
 TYPES = Path(__file__).resolve().parents[1] / "src" / "replcast" / "types.py"
@@ -45,3 +46,7 @@ def test_the_client_knows_every_problem_code_the_server_has() -> None:
 
 def test_every_route_the_client_calls_is_in_the_api() -> None:
     assert set(ROUTES.values()) <= OPERATIONS, set(ROUTES.values()) - OPERATIONS
+
+
+def test_the_signals_a_process_may_be_sent_are_the_apis() -> None:
+    assert get_args(ProcessSignal) == get_args(get_type_hints(SignalRequest)["signal"])

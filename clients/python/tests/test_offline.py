@@ -44,6 +44,14 @@ def test_every_problem_code_gets_its_class_and_every_class_is_a_replcast_error()
         "session_dead": errors.SessionDeadError,
         "queue_full": errors.QueueFullError,
         "nothing_running": errors.NothingRunningError,
+        "invalid_cwd": errors.InvalidCwdError,
+        "upgrade_required": errors.UpgradeRequiredError,
+        "process_not_found": errors.ProcessNotFoundError,
+        "too_many_processes": errors.TooManyProcessesError,
+        "process_exited": errors.ProcessExitedError,
+        "stdin_closed": errors.StdinClosedError,
+        "stdin_full": errors.StdinFullError,
+        "too_many_terminals": errors.TooManyTerminalsError,
         "payload_too_large": errors.PayloadTooLargeError,
         "workspace_full": errors.WorkspaceFullError,
         "file_too_large": errors.FileTooLargeError,
@@ -73,8 +81,8 @@ def test_every_problem_code_gets_its_class_and_every_class_is_a_replcast_error()
 
 def _status_of(code: str) -> int:
     families = {
-        404: ("not_found", "session_not_found", "execution_not_found", "file_not_found"),
-        409: ("session_dead", "queue_full", "nothing_running"),
+        404: ("not_found", "session_not_found", "execution_not_found", "file_not_found", "process_not_found"),
+        409: ("session_dead", "queue_full", "nothing_running", "too_many_processes", "process_exited", "stdin_closed", "stdin_full", "too_many_terminals"),
         429: ("quota_exceeded", "rate_limited", "llm_budget_exhausted"),
         500: ("internal",),
         502: ("sandbox_failed", "template_unusable"),
@@ -82,6 +90,7 @@ def _status_of(code: str) -> int:
         406: ("not_acceptable",),
         408: ("request_timeout",),
         415: ("unsupported_media_type",),
+        426: ("upgrade_required",),
         431: ("headers_too_large",),
     }
     return next((status for status, codes in families.items() if code in codes), 400)

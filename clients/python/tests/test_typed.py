@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 GOOD = '''
-from typing import List
-from replcast import Client, Event, Execution, NotFoundError, QuotaExceededError
+from typing import List, Optional
+from replcast import Client, Event, Execution, NotFoundError, Process, QuotaExceededError
 from replcast.types import FileEntry
 
 def main(client: Client) -> None:
@@ -20,6 +20,10 @@ def main(client: Client) -> None:
         texts: List[str] = [e.text for e in session.stream("print(2)") if isinstance(e, Event)]
         entry: FileEntry = session.files.write("a.txt", b"x")
         size: int = entry["size"]
+        proc: Process = session.processes.start("sleep 1", cwd="sub", env={"A": "b"})
+        proc.signal("TERM")
+        exit_code: Optional[int] = proc.wait()
+        lines: List[str] = [e.text for e in proc.output(last_event_id=None) if e.type == "stdout"]
         try:
             client.sessions.get("ses_x")
         except QuotaExceededError as err:
@@ -32,6 +36,7 @@ from replcast import Client
 
 def main(client: Client) -> None:
     client.sessions.create().run(123)
+    client.sessions.create().processes.start("true").signal("TERMINATE")
 '''
 
 
@@ -55,3 +60,4 @@ def test_mypy_strict_checks_a_consumer_against_the_installed_types(tmp_path: Pat
     assert good.returncode == 0, good.stdout
     bad = mypy(tmp_path, BAD)
     assert bad.returncode == 1 and 'Argument 1 to "run" of "Session" has incompatible type "int"' in bad.stdout, bad.stdout
+    assert 'Argument 1 to "signal" of "Process" has incompatible type "Literal[\'TERMINATE\']"' in bad.stdout, bad.stdout

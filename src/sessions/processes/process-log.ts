@@ -91,7 +91,7 @@ export class ProcessLog {
 
   private store(proc: LiveProcess, box: Outbox): void {
     const { live } = proc
-    this.deps.stores.logs.appendLiveMany(live.id, proc.id, box.events, live.tenant, false, live.term).then(
+    this.deps.stores.logs.appendLiveMany(live.id, proc.id, box.events, live.tenant, 'plain', live.term).then(
       (added) => {
         this.stored(live, box)
         this.deps.feed.deliver(live.id, proc.id, added)

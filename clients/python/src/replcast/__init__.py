@@ -8,9 +8,10 @@
 Client and AsyncClient have one shape (AsyncClient's calls are awaited). Errors are ReplcastError
 subclasses by problem code; the API's shapes are in replcast.types, generated from openapi.yaml.
 """
-from ._shared import FileData, Language, __version__
+from ._shared import FileData, Language, ProcessSignal, __version__
 from .async_client import AsyncClient, AsyncSessions
 from .async_files import AsyncFiles
+from .async_processes import AsyncProcess, AsyncProcesses
 from .async_session import AsyncSession
 from .async_stream import AsyncEventStream
 from .client import Client, Sessions
@@ -22,12 +23,15 @@ from .errors import (
     BadRequestError,
     ConflictError,
     FileTooLargeError,
+    InvalidCwdError,
     InvalidPathError,
     LLMBudgetExhaustedError,
     NotFoundError,
     NothingRunningError,
     PayloadTooLargeError,
     PermissionDeniedError,
+    ProcessExitedError,
+    ProcessNotFoundError,
     QueueFullError,
     QuotaExceededError,
     RateLimitError,
@@ -35,14 +39,20 @@ from .errors import (
     SandboxFailedError,
     ServerError,
     SessionDeadError,
+    StdinClosedError,
+    StdinFullError,
     StreamLostError,
+    TooManyProcessesError,
+    TooManyTerminalsError,
     UnavailableError,
     UnknownTemplateError,
+    UpgradeRequiredError,
     ValidationError,
     WorkspaceFullError,
 )
 from .events import Event, Execution, ExecutionError
 from .files import FileListing, Files
+from .processes import Process, Processes
 from .session import Session
 from .stream import EventStream
 
@@ -55,11 +65,16 @@ __all__ = [
     "FileListing",
     "FileData",
     "Language",
+    "Processes",
+    "Process",
+    "ProcessSignal",
     "EventStream",
     "AsyncClient",
     "AsyncSessions",
     "AsyncSession",
     "AsyncFiles",
+    "AsyncProcesses",
+    "AsyncProcess",
     "AsyncEventStream",
     "Event",
     "Execution",
@@ -70,13 +85,21 @@ __all__ = [
     "ValidationError",
     "InvalidPathError",
     "UnknownTemplateError",
+    "InvalidCwdError",
+    "UpgradeRequiredError",
     "AuthenticationError",
     "PermissionDeniedError",
     "NotFoundError",
+    "ProcessNotFoundError",
     "ConflictError",
     "SessionDeadError",
     "QueueFullError",
     "NothingRunningError",
+    "TooManyProcessesError",
+    "ProcessExitedError",
+    "StdinClosedError",
+    "StdinFullError",
+    "TooManyTerminalsError",
     "PayloadTooLargeError",
     "WorkspaceFullError",
     "FileTooLargeError",

@@ -1,12 +1,13 @@
-"""Following one execution's events across connections, the part the sync and async streams share.
-When a connection ends or breaks before the execution's `done`, the stream reopens the execution's
-events endpoint with Last-Event-ID set to the last event it yielded: the server replays exactly the
-events after it, so every event is yielded once. A one-shot's events cannot be reopened (its
-sandbox goes with the reply), so a cut there fails with StreamLostError instead of losing events.
+"""Following one execution's events (or a background process's output) across connections, the part
+the sync and async streams share. When a connection ends or breaks before the execution's `done`
+(the process's `exit`), the stream reopens its events endpoint with Last-Event-ID set to the last
+event it yielded: the server replays exactly the events after it, so every event is yielded once.
+A one-shot's events cannot be reopened (its sandbox goes with the reply), so a cut there fails with
+StreamLostError instead of losing events.
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
 from ._sse import SseMessage
 from .errors import APIConnectionError, ReplcastError, ServerError, StreamLostError
@@ -16,16 +17,20 @@ MAX_RECONNECT_DELAY_S = 5.0
 
 
 class Follower:
-    def __init__(self, *, resumable: bool, last_event_id: str, max_reconnects: int, reconnect_delay_s: float) -> None:
+    def __init__(self, *, resumable: bool, last_event_id: str, max_reconnects: int, reconnect_delay_s: float, end: str = "done") -> None:
         self.resumable = resumable
+        self.end = end
+        """The type of the event that ends the stream: `done` (an execution) or `exit` (a process)."""
         self.last_event_id = last_event_id
         """The id of the last event yielded: pass it to session.events() to carry on elsewhere."""
         self.reconnects = 0
         """How many times the stream reconnected."""
         self.status: Optional[str] = None
-        """The done status, once `done` was yielded."""
+        """The done status once `done` was yielded; `exited` once a process's `exit` was."""
         self.execution_id = ""
         self.finished = False
+        self.on_end: Optional[Callable[[Event], None]] = None
+        """Called with the ending event as it is accepted (a Process keeps its exit code)."""
         self._max_reconnects = max_reconnects
         self._delay_s = reconnect_delay_s
         self._failures = 0
@@ -40,9 +45,11 @@ class Follower:
         self._failures = 0
         if event.type == "status" and not self.execution_id:
             self.execution_id = event.data.get("execution_id", "")
-        if event.type == "done":
-            self.status = event.data.get("status")
+        if event.type == self.end:
+            self.status = event.data.get("status") if event.type == "done" else "exited"
             self.finished = True
+            if self.on_end is not None:
+                self.on_end(event)
         return event
 
     def dropped(self, error: BaseException) -> float:

@@ -27,6 +27,9 @@ FileData = Union[bytes, bytearray, memoryview, str, IO[bytes], Iterable[bytes]]
 """What files.write takes: bytes, text (UTF-8), a binary file object (read in pieces), or an iterable of bytes."""
 AsyncFileData = Union[FileData, AsyncIterable[bytes]]
 Language = Literal["python", "bash"]
+ProcessSignal = Literal["HUP", "INT", "QUIT", "KILL", "USR1", "USR2", "TERM", "CONT", "STOP", "TSTP", "WINCH", "ALRM"]
+"""The signals a background process may be sent (tests/test_drift.py keeps them openapi.yaml's)."""
+StdinData = Union[bytes, bytearray, memoryview, str]
 
 ROUTES: Dict[str, Tuple[str, str]] = {
     "create_session": ("POST", "/v1/sessions"),
@@ -42,16 +45,24 @@ ROUTES: Dict[str, Tuple[str, str]] = {
     "get_file": ("GET", "/v1/sessions/{id}/files/{path}"),
     "delete_file": ("DELETE", "/v1/sessions/{id}/files/{path}"),
     "list_files": ("GET", "/v1/sessions/{id}/files"),
+    "start_process": ("POST", "/v1/sessions/{id}/processes"),
+    "list_processes": ("GET", "/v1/sessions/{id}/processes"),
+    "get_process": ("GET", "/v1/sessions/{id}/processes/{pid}"),
+    "delete_process": ("DELETE", "/v1/sessions/{id}/processes/{pid}"),
+    "process_output": ("GET", "/v1/sessions/{id}/processes/{pid}/output"),
+    "process_stdin": ("POST", "/v1/sessions/{id}/processes/{pid}/stdin"),
+    "process_signal": ("POST", "/v1/sessions/{id}/processes/{pid}/signal"),
     "one_shot": ("POST", "/v1/execute"),
     "templates": ("GET", "/v1/templates"),
 }
 """Every call the client makes, by name: (method, path template as openapi.yaml spells it)."""
 
 
-def route(name: str, id: str = "", eid: str = "", path: str = "") -> Tuple[str, str]:
+def route(name: str, id: str = "", eid: str = "", path: str = "", pid: str = "") -> Tuple[str, str]:
     """The method and URL path of a call; ids are percent-encoded, a workspace path name by name."""
     method, template = ROUTES[name]
-    return method, template.format(id=quote(id, safe=""), eid=quote(eid, safe=""), path=workspace_path(path) if path else "")
+    ids = {"id": quote(id, safe=""), "eid": quote(eid, safe=""), "pid": quote(pid, safe="")}
+    return method, template.format(**ids, path=workspace_path(path) if path else "")
 
 
 def workspace_path(path: str) -> str:
@@ -153,6 +164,22 @@ def execute_body(code: str, language: Language, timeout_s: Optional[float]) -> t
     if timeout_s is not None:
         body["timeout_s"] = timeout_s
     return body
+
+
+def process_body(command: str, cwd: Optional[str], env: Optional[Mapping[str, str]]) -> types.StartProcessRequest:
+    """The body of POST .../processes: the arguments given, nothing for the ones left None."""
+    body: types.StartProcessRequest = {"command": command}
+    if cwd is not None:
+        body["cwd"] = cwd
+    if env:
+        body["env"] = dict(env)
+    return body
+
+
+def stdin_request(data: StdinData, eof: bool) -> Tuple[bytes, Dict[str, str], Optional[Dict[str, str]]]:
+    """The body, headers and query of POST .../stdin: the raw bytes (text as UTF-8), `?eof=true` to close it after them."""
+    body = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+    return body, {"content-type": "application/octet-stream"}, {"eof": "true"} if eof else None
 
 
 def session_body(

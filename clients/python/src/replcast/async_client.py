@@ -43,6 +43,7 @@ class AsyncClient:
         *,
         id: str = "",
         eid: str = "",
+        pid: str = "",
         path: str = "",
         json: Any = None,
         params: Optional[Mapping[str, str]] = None,
@@ -51,7 +52,7 @@ class AsyncClient:
         stream: bool = False,
     ) -> httpx.Response:
         """One call by its route name; errors as in Client.request."""
-        method, url_path = route(name, id, eid, path)
+        method, url_path = route(name, id, eid, path, pid)
         req = self._http.build_request(
             method, self.base_url + url_path, json=json, params=params, content=content, headers={**self._headers, **(headers or {})}
         )
@@ -69,8 +70,10 @@ class AsyncClient:
             await resp.aclose()
         raise error_from_response(resp.status_code, body, resp.headers.get("retry-after"))
 
-    def follower(self, *, resumable: bool, last_event_id: str = "") -> Follower:
-        return Follower(resumable=resumable, last_event_id=last_event_id, max_reconnects=self._max_reconnects, reconnect_delay_s=self._reconnect_delay_s)
+    def follower(self, *, resumable: bool, last_event_id: str = "", end: str = "done") -> Follower:
+        return Follower(
+            resumable=resumable, last_event_id=last_event_id, max_reconnects=self._max_reconnects, reconnect_delay_s=self._reconnect_delay_s, end=end
+        )
 
     async def execute(
         self,

@@ -10,6 +10,7 @@ from . import types
 from ._follow import Follower
 from ._shared import Language, execute_body, execution_id_from
 from .async_files import AsyncFiles
+from .async_processes import AsyncProcesses
 from .async_stream import AsyncEventStream, AsyncOpenEvents
 from .errors import NotFoundError
 from .events import Execution
@@ -27,6 +28,7 @@ class AsyncSession:
         self._client = client
         self.data = data
         self.files = AsyncFiles(client, data["id"])
+        self.processes = AsyncProcesses(client, data["id"])
 
     @property
     def id(self) -> str:

@@ -1,4 +1,4 @@
-"""An execution's events as an async iterator that survives dropped connections (see _follow.py):
+"""An execution's events (or a process's output) as an async iterator that survives dropped connections (see _follow.py):
 the twin of stream.py. `async for event in session.stream(code)` starts the code on the first step;
 `stream = await session.stream(code)` starts it at once (errors raise there), then `async for`.
 """
@@ -64,7 +64,9 @@ class AsyncEventStream:
 
     def __aiter__(self) -> AsyncIterator[Event]:
         if self._iter is not None:
-            raise RuntimeError("an AsyncEventStream is iterated once; session.events(execution_id, last_event_id) follows it again")
+            raise RuntimeError(
+                "an AsyncEventStream is iterated once; session.events(execution_id, last_event_id) or process.output(last_event_id) follows it again"
+            )
         self._iter = self._events()
         return self._iter
 

@@ -49,6 +49,7 @@ class Client:
         *,
         id: str = "",
         eid: str = "",
+        pid: str = "",
         path: str = "",
         json: Any = None,
         params: Optional[Mapping[str, str]] = None,
@@ -58,7 +59,7 @@ class Client:
     ) -> httpx.Response:
         """One call by its route name (_shared.ROUTES). A non-2xx answer raises its ReplcastError
         subclass; no answer raises APIConnectionError. `stream`: the body is left unread."""
-        method, url_path = route(name, id, eid, path)
+        method, url_path = route(name, id, eid, path, pid)
         req = self._http.build_request(
             method, self.base_url + url_path, json=json, params=params, content=content, headers={**self._headers, **(headers or {})}
         )
@@ -76,8 +77,10 @@ class Client:
             resp.close()
         raise error_from_response(resp.status_code, body, resp.headers.get("retry-after"))
 
-    def follower(self, *, resumable: bool, last_event_id: str = "") -> Follower:
-        return Follower(resumable=resumable, last_event_id=last_event_id, max_reconnects=self._max_reconnects, reconnect_delay_s=self._reconnect_delay_s)
+    def follower(self, *, resumable: bool, last_event_id: str = "", end: str = "done") -> Follower:
+        return Follower(
+            resumable=resumable, last_event_id=last_event_id, max_reconnects=self._max_reconnects, reconnect_delay_s=self._reconnect_delay_s, end=end
+        )
 
     def execute(
         self,

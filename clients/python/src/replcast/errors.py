@@ -17,6 +17,7 @@ ERROR_CODES: Tuple[str, ...] = (
     "unknown_template",
     "invalid_path",
     "is_a_directory",
+    "invalid_cwd",
     "model_not_allowed",
     "unauthorized",
     "permission_denied",
@@ -24,15 +25,22 @@ ERROR_CODES: Tuple[str, ...] = (
     "session_not_found",
     "execution_not_found",
     "file_not_found",
+    "process_not_found",
     "not_acceptable",
     "request_timeout",
     "session_dead",
     "queue_full",
     "nothing_running",
+    "too_many_processes",
+    "process_exited",
+    "stdin_closed",
+    "stdin_full",
+    "too_many_terminals",
     "payload_too_large",
     "file_too_large",
     "workspace_full",
     "unsupported_media_type",
+    "upgrade_required",
     "headers_too_large",
     "quota_exceeded",
     "rate_limited",
@@ -73,7 +81,7 @@ class ReplcastError(Exception):
 
 
 class BadRequestError(ReplcastError):
-    """400, 406, 408, 415, 431: the request itself is wrong; sending it again will not help."""
+    """400, 406, 408, 415, 426, 431: the request itself is wrong; sending it again will not help."""
 
 
 class ValidationError(BadRequestError):
@@ -88,6 +96,14 @@ class UnknownTemplateError(BadRequestError):
     """unknown_template: no sandbox template has that name (client.templates() lists them)."""
 
 
+class InvalidCwdError(BadRequestError):
+    """invalid_cwd: a background process's working directory does not exist in the sandbox."""
+
+
+class UpgradeRequiredError(BadRequestError):
+    """upgrade_required (426): the route speaks WebSocket only (the session's terminal)."""
+
+
 class AuthenticationError(ReplcastError):
     """401: no API key, or one the server does not know."""
 
@@ -98,6 +114,10 @@ class PermissionDeniedError(ReplcastError):
 
 class NotFoundError(ReplcastError):
     """404: no such session, execution, file or route (another tenant's answers the same)."""
+
+
+class ProcessNotFoundError(NotFoundError):
+    """process_not_found: no such background process in the session (or deleted: its record goes with it)."""
 
 
 class ConflictError(ReplcastError):
@@ -114,6 +134,26 @@ class QueueFullError(ConflictError):
 
 class NothingRunningError(ConflictError):
     """nothing_running: an interrupt with no execution running."""
+
+
+class TooManyProcessesError(ConflictError):
+    """too_many_processes: the session runs as many background processes as it may (`problem["maximum"]`)."""
+
+
+class ProcessExitedError(ConflictError):
+    """process_exited: stdin or a signal for a background process that has exited."""
+
+
+class StdinClosedError(ConflictError):
+    """stdin_closed: the process's stdin was closed (eof) before; nothing more can be written to it."""
+
+
+class StdinFullError(ConflictError):
+    """stdin_full: the process has not read the stdin sent to it before; try again after `retry_after`."""
+
+
+class TooManyTerminalsError(ConflictError):
+    """too_many_terminals: the session has as many open terminals as it may."""
 
 
 class PayloadTooLargeError(ReplcastError):
@@ -169,9 +209,17 @@ _BY_CODE: Dict[str, Type[ReplcastError]] = {
     "validation_failed": ValidationError,
     "invalid_path": InvalidPathError,
     "unknown_template": UnknownTemplateError,
+    "invalid_cwd": InvalidCwdError,
+    "upgrade_required": UpgradeRequiredError,
+    "process_not_found": ProcessNotFoundError,
     "session_dead": SessionDeadError,
     "queue_full": QueueFullError,
     "nothing_running": NothingRunningError,
+    "too_many_processes": TooManyProcessesError,
+    "process_exited": ProcessExitedError,
+    "stdin_closed": StdinClosedError,
+    "stdin_full": StdinFullError,
+    "too_many_terminals": TooManyTerminalsError,
     "workspace_full": WorkspaceFullError,
     "file_too_large": FileTooLargeError,
     "quota_exceeded": QuotaExceededError,

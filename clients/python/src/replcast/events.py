@@ -13,6 +13,7 @@ from . import types
 class Event:
     """One event of an execution: `type` (status, stdout, stderr, result, display, error, limit, final,
     done, ...), `id` (its place in the execution's log: resume after it), `data` (the whole payload).
+    A background process's output has stdout, stderr, limit and, last, exit (`data["exit_code"]`).
     docs/api.md's event table says which fields each type carries."""
 
     __slots__ = ("type", "id", "data")

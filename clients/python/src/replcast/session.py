@@ -1,5 +1,6 @@
 """A session of the blocking client: one sandbox and Python REPL whose variables last across runs.
-Runs stream (session.stream) or wait (session.run); session.files moves files both ways.
+Runs stream (session.stream) or wait (session.run); session.files moves files both ways;
+session.processes runs programs in the background beside them.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from ._shared import Language, execute_body, execution_id_from
 from .errors import NotFoundError
 from .events import Execution
 from .files import Files
+from .processes import Processes
 from .stream import EventStream, OpenEvents
 
 if TYPE_CHECKING:
@@ -29,6 +31,7 @@ class Session:
         self._client = client
         self.data = data
         self.files = Files(client, data["id"])
+        self.processes = Processes(client, data["id"])
 
     @property
     def id(self) -> str:

@@ -1,5 +1,6 @@
-"""An execution's events as a blocking iterator that survives dropped connections (see _follow.py):
-iterate it once; it ends after the execution's `done`.
+"""An execution's events (or a background process's output) as a blocking iterator that survives
+dropped connections (see _follow.py): iterate it once; it ends after the execution's `done` (the
+process's `exit`).
 """
 from __future__ import annotations
 
@@ -51,7 +52,7 @@ class EventStream:
 
     def __iter__(self) -> Iterator[Event]:
         if self._iter is not None:
-            raise RuntimeError("an EventStream is iterated once; session.events(execution_id, last_event_id) follows it again")
+            raise RuntimeError("an EventStream is iterated once; session.events(execution_id, last_event_id) or process.output(last_event_id) follows it again")
         self._iter = self._events()
         return self._iter
 

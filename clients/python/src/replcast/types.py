@@ -169,8 +169,8 @@ DoneStatus = Literal['ok', 'error', 'interrupted', 'timeout', 'killed', 'oom']
 ExecutionStatus = Literal['queued', 'running', 'ok', 'error', 'interrupted', 'timeout', 'killed', 'oom']
 
 
-EventType = Literal['status', 'stdout', 'stderr', 'result', 'display', 'error', 'limit', 'code', 'llm_call', 'final', 'done']
-"""SSE event name"""
+EventType = Literal['status', 'stdout', 'stderr', 'result', 'display', 'error', 'limit', 'code', 'llm_call', 'final', 'done', 'exit']
+"""SSE event name (exit: the last event of a background process's output)"""
 
 
 class _EventRequired(TypedDict):
@@ -205,7 +205,9 @@ class Event(_EventRequired, total=False):
     """LLM turns: the model step (agent mode) or attempt (stream mode self-correction) the event belongs to"""
     duration_ms: float
     exit_code: Optional[int]
-    """done of a bash execution: the script's exit status (128 + N when signal N ended it); null when the sandbox died first"""
+    """done of a bash execution, or exit of a background process: its exit status (128 + N when signal N ended it); null when the sandbox died (or the
+    session was restarted) first
+    """
 
 
 class Execution(TypedDict):
@@ -220,6 +222,45 @@ class Execution(TypedDict):
     duration_ms: Optional[float]
     execution_count: Optional[int]
     events: List[Event]
+
+
+class _StartProcessRequestRequired(TypedDict):
+    command: str
+    """Run with bash -c in the sandbox, in its own process group"""
+
+
+class StartProcessRequest(_StartProcessRequestRequired, total=False):
+    cwd: str
+    """Its working directory: relative to /workspace, or absolute (default /workspace); it must exist"""
+    env: Dict[str, str]
+    """Environment variables added to the sandbox's own"""
+
+
+class Process(TypedDict):
+    id: str
+    """Process id"""
+    session_id: str
+    """Session id"""
+    command: str
+    cwd: str
+    """As the request gave it (\"\" for /workspace)"""
+    status: Literal['running', 'exited']
+    exit_code: Optional[int]
+    """Its exit status once exited (128 + N when signal N ended it); null while it runs, or when it ended with its sandbox (the session restarted, or the
+    sandbox died)
+    """
+    started_at: str
+    ended_at: Optional[str]
+
+
+class ProcessList(TypedDict):
+    processes: List[Process]
+    """Oldest first: the running ones, and those that exited within EVENT_LOG_TTL_S (at most 100)"""
+
+
+class SignalRequest(TypedDict):
+    signal: Literal['HUP', 'INT', 'QUIT', 'KILL', 'USR1', 'USR2', 'TERM', 'CONT', 'STOP', 'TSTP', 'WINCH', 'ALRM']
+    """Sent to the process's process group (bash and what it started)"""
 
 
 class Problem(TypedDict):
@@ -307,6 +348,7 @@ class MessageList(TypedDict):
 OPERATIONS: FrozenSet[Tuple[str, str]] = frozenset({
     ('DELETE', '/v1/sessions/{id}'),
     ('DELETE', '/v1/sessions/{id}/files/{path}'),
+    ('DELETE', '/v1/sessions/{id}/processes/{pid}'),
     ('GET', '/'),
     ('GET', '/healthz'),
     ('GET', '/metrics'),
@@ -319,6 +361,10 @@ OPERATIONS: FrozenSet[Tuple[str, str]] = frozenset({
     ('GET', '/v1/sessions/{id}/files'),
     ('GET', '/v1/sessions/{id}/files/{path}'),
     ('GET', '/v1/sessions/{id}/messages'),
+    ('GET', '/v1/sessions/{id}/processes'),
+    ('GET', '/v1/sessions/{id}/processes/{pid}'),
+    ('GET', '/v1/sessions/{id}/processes/{pid}/output'),
+    ('GET', '/v1/sessions/{id}/pty'),
     ('GET', '/v1/templates'),
     ('POST', '/v1/execute'),
     ('POST', '/v1/sessions'),
@@ -326,6 +372,10 @@ OPERATIONS: FrozenSet[Tuple[str, str]] = frozenset({
     ('POST', '/v1/sessions/{id}/executions/{eid}/events-token'),
     ('POST', '/v1/sessions/{id}/interrupt'),
     ('POST', '/v1/sessions/{id}/messages'),
+    ('POST', '/v1/sessions/{id}/processes'),
+    ('POST', '/v1/sessions/{id}/processes/{pid}/signal'),
+    ('POST', '/v1/sessions/{id}/processes/{pid}/stdin'),
+    ('POST', '/v1/sessions/{id}/pty-token'),
     ('POST', '/v1/sessions/{id}/restart'),
     ('PUT', '/v1/sessions/{id}/files/{path}'),
 })
