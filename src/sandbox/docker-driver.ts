@@ -18,8 +18,8 @@ export type { ImageFacts, ManagedContainer, SandboxExit, SandboxHandle } from '.
 
 const STDERR_LOG_LIMIT = 64 * 1024
 /** How long a SIGKILLed sandbox is watched for the engine's OOM flag: OOM_RECHECKS × OOM_RECHECK_MS. */
-const OOM_RECHECKS = 5
-const OOM_RECHECK_MS = 200
+const OOM_RECHECKS = 2
+const OOM_RECHECK_MS = 100
 
 export class DockerSandboxDriver implements SandboxDriver {
   readonly docker: Docker

@@ -3,6 +3,7 @@ line exactly once (resumed with Last-Event-ID), an execution can be followed aga
 and another thread can interrupt a running one."""
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from typing import Dict, List
@@ -100,14 +101,13 @@ def test_a_timeout_ends_the_execution_as_timeout(session: Session) -> None:
 def test_calls_share_one_kept_alive_connection_without_a_nagle_stall(api_key: str, session: Session, proxy: CuttingProxy) -> None:
     with Client(proxy.url, api_key) as via_proxy:
         s = via_proxy.sessions.get(session.id)
-        took = []
         for i in range(15):
-            t0 = time.perf_counter()
             assert s.run(f"{i} + 1").text == str(i + 1)
-            took.append(time.perf_counter() - t0)
         s.files.write("kept.txt", b"alive")
         assert s.files.read("kept.txt") == b"alive"
+        # Without TCP_NODELAY a request's body waits for the ACK of its headers, which Linux delays 40 ms
+        # on a kept-alive connection: the client's own connections have it set.
+        seen = via_proxy._http.get(f"{proxy.url}/healthz")
+        sock = seen.extensions["network_stream"].get_extra_info("socket")
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0, "TCP_NODELAY is set"
     assert proxy.connections == 1, "every call, streams included, went over the same connection"
-    # Without TCP_NODELAY a request's body waits for the ACK of its headers, which Linux delays 40 ms
-    # on a kept-alive connection: then not one run would take less.
-    assert min(took) < 0.040, f"the fastest of 15 runs took {min(took) * 1000:.1f} ms"
