@@ -25,12 +25,12 @@ from time import monotonic
 
 from .capture import ASCII_FRAME_CHARS, OTHER_FRAME_CHARS
 from .channel import PROTOCOL_VERSION, log
+from .process_stdin import ProcessStdin
 from .protocol import ReplyError
 
 BASH = "/bin/bash"
 READ_BYTES = 64 * 1024
 REPLAY_BUFFER_BYTES = 1024 * 1024  # output kept per process for a host that attaches again
-STDIN_PENDING_BYTES = 1024 * 1024  # stdin written to a process and not read by it yet
 EXIT_DRAIN_S = 1.0                 # a child that keeps bash's pipes open after it exited is read no longer
 KILL_WAIT_S = 5.0                  # proc_kill answers once the group is gone, or after this
 MAX_RUNNING = 64                   # the host's max_processes is lower; this bounds a host gone wrong
@@ -42,73 +42,6 @@ SIGNALS = {name: getattr(signal, "SIG" + name)
 def exit_code(returncode):
     """A shell's $? for a child's return code: 128 + N when signal N ended it."""
     return 128 - returncode if returncode < 0 else returncode
-
-
-class _Stdin:
-    """The process's stdin, written by a thread of its own (started by the first write), so a
-    process that does not read it never blocks the REPL; at most STDIN_PENDING_BYTES wait."""
-
-    def __init__(self, pipe):
-        self.pipe = pipe
-        self.cond = threading.Condition()
-        self.chunks = deque()
-        self.pending = 0
-        self.eof = False     # no more writes are taken
-        self.closed = False  # the pipe is closed (EOF written, or the process went away)
-        self.thread = None
-
-    def write(self, data, eof):
-        with self.cond:
-            if self.eof or self.closed:
-                raise ReplyError("stdin_closed", "the process's stdin is closed")
-            if self.pending and self.pending + len(data) > STDIN_PENDING_BYTES:
-                raise ReplyError("stdin_full", "%d bytes of stdin wait for the process to read them" % self.pending)
-            if data:
-                self.chunks.append(data)
-                self.pending += len(data)
-            self.eof = eof
-            if self.thread is None and (data or eof):
-                self.thread = threading.Thread(target=self._run, name="replcast-proc-stdin", daemon=True)
-                self.thread.start()
-            self.cond.notify()
-
-    def close(self):
-        with self.cond:
-            self.eof = True
-            self.chunks.clear()
-            self.cond.notify()
-            if self.thread is None:
-                self._close_pipe()
-
-    def _close_pipe(self):
-        self.closed = True
-        try:
-            self.pipe.close()
-        except OSError:
-            pass
-
-    def _run(self):
-        fd = self.pipe.fileno()
-        while True:
-            with self.cond:
-                while not self.chunks and not self.eof:
-                    self.cond.wait()
-                if not self.chunks:
-                    self._close_pipe()
-                    return
-                data = self.chunks.popleft()
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view):]
-            except OSError:
-                with self.cond:  # the process closed its stdin or went away
-                    self.chunks.clear()
-                    self.pending = 0
-                    self._close_pipe()
-                return
-            with self.cond:
-                self.pending -= len(data)
 
 
 class _Process:
@@ -127,7 +60,7 @@ class _Process:
         self.exit = None       # the proc_exit frame, once sent
         self.forgotten = False  # killed or forgotten: nothing more is sent
         self.gone = threading.Event()  # bash reaped and the pipes closed
-        self.stdin = _Stdin(popen.stdin)
+        self.stdin = ProcessStdin(popen.stdin)
 
     @property
     def running(self):
