@@ -5,10 +5,9 @@
 // output was lost, under an id past any the dead instance may have handed out, so a reader that
 // resumes from what it has still gets every later event, once.
 import t from 'tap'
-import { Redis } from 'ioredis'
 import { API_KEY } from './helpers/app.js'
 import { createSession, readSse, stdoutOf, type SseEvent } from './helpers/client.js'
-import { startPrivateRedis } from './helpers/private-redis.js'
+import { startPrivateRedis, writePauser } from './helpers/private-redis.js'
 import { doneInContainerLog, touch } from './helpers/sandbox-signal.js'
 import { isolatedServer, killHard } from './helpers/server-process.js'
 import { waitFor } from './helpers/wait.js'
@@ -27,18 +26,7 @@ t.test('output a dead instance handed its reader before Redis stored it: the rea
   const redis = await startPrivateRedis()
   t.teardown(() => redis.destroy())
   const h = await isolatedServer(t, 'ahead-crash', { REDIS_URL: redis.url })
-  // The test's own connection: reads go on while Redis's writes are paused.
-  const admin = new Redis(redis.url)
-  admin.on('error', () => undefined)
-  let paused = false
-  const pause = async (on: boolean) => {
-    await admin.call('CLIENT', ...(on ? ['PAUSE', '120000', 'WRITE'] : ['UNPAUSE']))
-    paused = on
-  }
-  t.teardown(async () => {
-    if (paused) await pause(false)
-    admin.disconnect()
-  })
+  const { admin, pause } = writePauser(t, redis.url)
 
   const sid = await createSession(h.server.url, { limits: { output_bytes: 10_000_000 } })
   // "start" once /tmp/go1 exists; then, once /tmp/go2 exists, about 3 MB: more than the container log keeps.

@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto'
 import { Redis } from 'ioredis'
 import { API_KEY, startApp, testEnv } from './helpers/app.js'
 import { createSession, readSse, type SseEvent } from './helpers/client.js'
-import { startPrivateRedis } from './helpers/private-redis.js'
+import { startPrivateRedis, writePauser } from './helpers/private-redis.js'
 import { touch } from './helpers/sandbox-signal.js'
 import { waitFor } from './helpers/wait.js'
 import { redisKeys } from '../src/store/keys.js'
@@ -117,18 +117,7 @@ t.test('a local SSE reader gets output and the end while Redis cannot store them
   t.teardown(() => redis.destroy())
   const h = await startApp(t, { REDIS_URL: redis.url })
   const sid = await createSession(h.url)
-  // The test's own connection (reads are not paused): it unpauses Redis, whatever happens.
-  const admin = new Redis(redis.url)
-  admin.on('error', () => undefined)
-  let paused = false
-  const pause = async (on: boolean) => {
-    await admin.call('CLIENT', ...(on ? ['PAUSE', '120000', 'WRITE'] : ['UNPAUSE']))
-    paused = on
-  }
-  t.teardown(async () => {
-    if (paused) await pause(false)
-    admin.disconnect()
-  })
+  const { admin, pause } = writePauser(t, redis.url)
   const logOf = async (eid: string) => (await admin.xrange(redisKeys(h.prefix).events(sid, eid), '-', '+')).map(([id, [, json]]) => ({ id, json: json! }))
   const shape = (e: { id: string; type: string; text?: string }) => `${e.id} ${e.type}${e.text ? ` ${e.text}` : ''}`
   const sameAsStored = async (eid: string, events: SseEvent[]) =>

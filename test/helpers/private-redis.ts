@@ -80,3 +80,22 @@ export async function startPrivateRedis(opts: { persistent?: boolean } = {}): Pr
   await pr.start()
   return pr
 }
+
+/**
+ * The test's own connection to the Redis at `url`, able to pause its writes (CLIENT PAUSE ... WRITE:
+ * reads, this connection's included, go on); Redis is unpaused at the test's end, whatever happens.
+ */
+export function writePauser(t: { teardown: (fn: () => Promise<void>) => void }, url: string) {
+  const admin = new Redis(url)
+  admin.on('error', () => undefined)
+  let paused = false
+  const pause = async (on: boolean) => {
+    await admin.call('CLIENT', ...(on ? ['PAUSE', '120000', 'WRITE'] : ['UNPAUSE']))
+    paused = on
+  }
+  t.teardown(async () => {
+    if (paused) await pause(false)
+    admin.disconnect()
+  })
+  return { admin, pause }
+}
