@@ -9,6 +9,18 @@ import { waitFor } from './helpers/wait.js'
 
 const exitOf = (events: Array<{ event: string; data: any }>) => events.filter((e) => e.event === 'exit')
 
+/** A client following the process's output, once it has had its first line; `events` resolves at the exit. */
+async function following(base: string, sid: string, pid: string): Promise<{ events: Promise<Array<{ event: string; data: any }>> }> {
+  let attached!: () => void
+  const first = new Promise<void>((resolve) => (attached = resolve))
+  const events = readSse(await outputOf(base, sid, pid), (e) => {
+    if (e.event === 'stdout') attached()
+    return e.event === 'exit'
+  })
+  await Promise.race([first, events])
+  return { events }
+}
+
 t.test('background processes', async (t) => {
   const h = await startApp(t, { REPLCAST_TENANT_LIMITS: JSON.stringify({ alpha: { max_processes: 4 } }), PROCESS_OUTPUT_BYTES: '20000' })
   const sid = await createSession(h.url)
@@ -142,7 +154,9 @@ t.test('background processes', async (t) => {
     const p = await startProcess(h.url, sid, { command: 'sleep 3001 & sleep 3002 & echo started; wait' })
     await readOutput(h.url, sid, p.id, (e) => e.event === 'stdout')
     t.equal(await countInSandbox(h.url, sid, 'sleep 300'), 3, 'bash (its command line names them) and both children run')
+    const follower = await following(h.url, sid, p.id)
     t.equal((await api(h.url, 'DELETE', path(p.id))).status, 204)
+    t.match(exitOf(await follower.events), [{ data: { exit_code: 137 } }], 'a reader following it gets its exit (killed: 128 + 9)')
     t.equal(await countInSandbox(h.url, sid, 'sleep 300'), 0, 'none is left once DELETE answered')
     const gone = await api(h.url, 'GET', path(p.id))
     t.equal(gone.status, 404)
@@ -246,7 +260,9 @@ t.test('background processes', async (t) => {
     const doomed = await createSession(h.url)
     const p = await startProcess(h.url, doomed, { command: 'echo x; sleep 60' })
     await readOutput(h.url, doomed, p.id, (e) => e.event === 'stdout')
+    const follower = await following(h.url, doomed, p.id)
     t.equal((await api(h.url, 'DELETE', `/v1/sessions/${doomed}`)).status, 204)
+    t.match(exitOf(await follower.events), [{ data: { exit_code: null } }], 'a reader following one gets its exit')
     t.same(await h.redis.keys(`${h.prefix}{${doomed}}*`), [], 'no key of the session is left, its processes’ included')
   })
 })

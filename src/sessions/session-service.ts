@@ -180,6 +180,8 @@ export class SessionService {
       // No instance drives its executions (one that did would end them when the container goes).
       for (const ex of await recorded.unfinished(rec)) await recorded.endOrphaned(rec, ex, status, 'the session was deleted')
     }
+    // Its processes end with it: a client following one's output gets its `exit` before the output goes.
+    await this.deps.processes.endRecorded(rec.id)
     if (rec.container_id && where.here) await driver.remove(rec.container_id)
     await stores.sessions.deleteSession(rec)
     await stores.leases.removeInstanceSession(config.instanceId, rec.id)

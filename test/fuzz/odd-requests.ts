@@ -79,7 +79,7 @@ function percentEncodeOne(r: Rng, name: string): string {
   return `${name.slice(0, at)}%${r.chance(0.5) ? hex.toUpperCase() : hex}${name.slice(at + 1)}`
 }
 
-export function oddHeaders(r: Rng, world: World, sid: string): { headers: Record<string, string>; why: string; kind: string } {
+export function oddHeaders(r: Rng, world: World, sid: string): { headers: Record<string, string>; why: string; kind: string; foreignResume?: boolean } {
   const known = world.sessions.find((s) => s.id === sid)
   return r.pick([
     () => ({
@@ -107,7 +107,7 @@ export function oddHeaders(r: Rng, world: World, sid: string): { headers: Record
     }),
     () => {
       const id = r.pick([
-        known?.eventIds.length ? r.pick(known.eventIds) : '1-0',
+        known?.eventIds.length ? r.pick(known.eventIds).id : '1-0',
         '0-0',
         '0',
         'garbage',
@@ -121,7 +121,13 @@ export function oddHeaders(r: Rng, world: World, sid: string): { headers: Record
         '',
         '9999999999999-0',
       ])
-      return { headers: { 'last-event-id': id, accept: 'text/event-stream' }, why: `Last-Event-ID ${JSON.stringify(id).slice(0, 30)}`, kind: 'Last-Event-ID' }
+      // Any id the session's streams gave, or none of them: as a position in another stream it is foreign.
+      return {
+        headers: { 'last-event-id': id, accept: 'text/event-stream' },
+        why: `Last-Event-ID ${JSON.stringify(id).slice(0, 30)}`,
+        kind: 'Last-Event-ID',
+        foreignResume: true,
+      }
     },
     () => ({
       headers: r.pick([

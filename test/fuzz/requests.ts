@@ -17,7 +17,12 @@ interface KnownSession {
   executions: string[]
   /** Its background processes' ids, as the run learnt them. */
   processes: string[]
-  eventIds: string[]
+  /**
+   * Event ids it has seen, each with the log it came from (an execution's or a process's id): a
+   * resume position belongs to its own stream (ids of two streams do not order), so a valid resume
+   * takes one of the stream's own.
+   */
+  eventIds: Array<{ log: string; id: string }>
 }
 
 /** What the run knows so far: keys, live sessions and their executions, minted event tokens. */
@@ -48,6 +53,8 @@ export interface Spec {
   sid?: string
   /** Whatever it names, the answer must be 400 (a request target that is not a path). */
   mustRefuse?: boolean
+  /** It resumes a stream after another stream's event id: what follows is undefined, but never two ends. */
+  foreignResume?: boolean
 }
 
 const WEIGHTS: Record<string, number> = {
@@ -149,17 +156,19 @@ function forOperation(model: OpenApiModel, world: World, r: Rng, op: Operation, 
   const query: string[] = []
   let validQuery = true
   const known = world.sessions.find((s) => s.id === ids.id)
+  // A resume position is best one the run has seen of this stream; drawn from the schema it is mostly refused.
+  const stream = op.id === 'streamProcessOutput' ? ids.pid : ids.eid
+  const own = (known?.eventIds ?? []).filter((e) => e.log === stream).map((e) => e.id)
   for (const p of op.parameters.filter((p) => p.in === 'query' && p.name !== 'access_token')) {
     if (!p.required && !r.chance(0.5)) continue
-    // A resume position is best one the run has seen; drawn from the schema it is mostly refused.
-    const value = p.name === 'after' && known?.eventIds.length && r.chance(0.7) ? r.pick(known.eventIds) : validValue(model, p.schema, r, p.name)
+    const value = p.name === 'after' && own.length && r.chance(0.7) ? r.pick(own) : validValue(model, p.schema, r, p.name)
     validQuery &&= model.validate(p.schema, value) === null
     query.push(`${p.name}=${encodeURIComponent(String(value))}`)
   }
   const headers: Record<string, string> = { authorization: `Bearer ${world.keys[tenant]}` }
   if (op.id === 'streamExecutionEvents' || op.id === 'streamProcessOutput') {
     headers.accept = 'text/event-stream'
-    if (known?.eventIds.length && r.chance(0.4)) headers['last-event-id'] = r.pick(known.eventIds)
+    if (own.length && r.chance(0.4)) headers['last-event-id'] = r.pick(own)
   } else if (op.responses.get(200)?.has('text/event-stream')) {
     headers.accept = r.pick(['text/event-stream', 'application/json', '*/*'])
   } else if (r.chance(0.3)) headers.accept = r.pick(['application/json', '*/*', 'application/problem+json'])
@@ -219,6 +228,7 @@ function forOperation(model: OpenApiModel, world: World, r: Rng, op: Operation, 
       for (const [k, v] of Object.entries(h.headers)) Object.defineProperty(headers, k, { value: v, enumerable: true, writable: true, configurable: true })
       why += ` (${h.why})`
       spec.kind = `odd headers: ${h.kind}`
+      spec.foreignResume = h.foreignResume
       break
     }
     case 'odd authorization': {

@@ -85,7 +85,7 @@ export async function prepareWorld(base: string, keys: Record<Tenant, string>, b
       guarded: true,
       executions: [ran.body.id],
       processes: [],
-      eventIds: ran.body.events.map((e: any) => e.id),
+      eventIds: ran.body.events.map((e: any) => ({ log: ran.body.id, id: e.id })),
     })
   }
   return world
@@ -171,7 +171,9 @@ function learn(model: OpenApiModel, world: World, base: string, spec: Spec, a: A
   if (eid) remember(session.executions, eid, 20)
   const pid = /\/processes\/(prc_\w+)$/.exec(a.headers.location ?? '')?.[1]
   if (pid) remember(session.processes, pid, 20)
-  for (const e of a.events) if (e.id) remember(session.eventIds, e.id, 50)
+  // The stream an event came from: the execution or process in the path, or the execution the answer names.
+  const log = /\/(?:executions|processes)\/((?:exe|prc)_\w+)/.exec(spec.url)?.[1] ?? eid
+  if (log) for (const e of a.events) if (e.id) remember(session.eventIds, { log, id: e.id }, 50)
   if (op?.id === 'createEventsToken' && a.status === 201) {
     const eidInPath = /\/executions\/([^/]+)\/events-token/.exec(spec.url)?.[1]
     if (eidInPath && tenant) remember(world.tokens, { token: (JSON.parse(a.text) as { token: string }).token, sid: session.id, eid: eidInPath, tenant }, 20)

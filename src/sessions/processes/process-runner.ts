@@ -21,6 +21,8 @@ const REQUEST_TIMEOUT_MS = 10_000
 const LISTED_PER_SESSION = 100
 /** Frames of one process kept while its missed output is replayed; past it they are dropped and the gap reported. */
 const EARLY_MAX_FRAMES = 64
+/** A process killed by SIGKILL exits with 128 + 9, as the REPL reports it (and as a shell would). */
+const SIGKILL_EXIT_CODE = 137
 
 export interface ProcessRunnerDeps {
   config: Config
@@ -130,14 +132,13 @@ export class ProcessRunner {
 
   /** Kills the process's group (answered once it is gone) and forgets the process: its record and output go. */
   async kill(live: LiveSession, pid: string): Promise<void> {
-    const procs = this.procsOf(live)
-    const proc = procs.get(pid)
-    procs.delete(pid)
-    if (proc) proc.ended = true // nothing more is logged; an end already under way is waited for
+    const proc = this.procsOf(live).get(pid)
     await this.ask(live, 'proc_kill', { proc_id: pid }).catch((err: unknown) => {
       if (!(err instanceof AppError && err.code === 'process_exited')) throw err
     })
-    await proc?.ending
+    // Its group is gone: its end is recorded first (killed, unless it had ended), so that a client
+    // following its output gets its `exit` before the output goes.
+    if (proc) await this.exited(proc, SIGKILL_EXIT_CODE)
     await this.deps.stores.processes.remove(live.tenant, live.id, pid)
   }
 
