@@ -12,6 +12,7 @@ import { latency } from './latency.js'
 import { idleMemory } from './memory.js'
 import { redisBytes } from './redis-bytes.js'
 import { Report } from './report.js'
+import { runtimes } from './runtimes.js'
 import { soak } from './soak.js'
 import { throughput } from './throughput.js'
 
@@ -26,6 +27,7 @@ const GROUPS: Record<string, (r: Report) => Promise<void>> = {
   'cold-create': coldCreate,
   soak,
   'fair-share': fairShare,
+  runtimes,
 }
 
 const asked = process.argv.slice(2)
