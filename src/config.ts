@@ -111,6 +111,17 @@ export const ConfigSchema = Type.Object({
   MAX_OUTPUT_BYTES: Int(100_000_000, 1024, 1 << 30, "Ceiling for a session's output_bytes"),
   IDLE_TIMEOUT_S: Int(600, 1, 30 * 86400, 'Default idle time before a session is reaped'),
   MAX_IDLE_TIMEOUT_S: Int(86400, 1, 30 * 86400, "Ceiling for a session's idle_timeout_s"),
+  IDLE_ACTION: Type.Union([Type.Literal('delete'), Type.Literal('hibernate')], {
+    default: 'delete',
+    description: 'What happens to a session at its idle deadline unless it asks (idle_action): deleted, or hibernated (runsc sessions; others are deleted)',
+  }),
+  HIBERNATED_TTL_S: Int(7 * 86400, 1, 365 * 86400, 'Default time a hibernated session is kept before it is deleted with its checkpoint'),
+  MAX_HIBERNATED_TTL_S: Int(30 * 86400, 1, 365 * 86400, "Ceiling for a session's hibernated_ttl_s"),
+  TENANT_MAX_HIBERNATED_SESSIONS: Int(100, 1, 1 << 20, 'Hibernated sessions per tenant (they do not count in TENANT_MAX_SESSIONS)'),
+  CHECKPOINT_DIR: Str(
+    '.replcast/checkpoints',
+    "Where hibernated sessions' checkpoints are kept (owner-only; on the Docker engine's host and filesystem, beside its data root); relative paths start at the working directory",
+  ),
   EXEC_TIMEOUT_S: Num(60, 0.1, 86400, 'Default execution timeout'),
   MAX_EXEC_TIMEOUT_S: Num(3600, 0.1, 86400, "Ceiling for an execution's timeout_s"),
   EXEC_QUEUE_DEPTH: Int(8, 0, 1000, 'Executions that may wait behind the running one in a session'),
@@ -189,6 +200,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     throw new ConfigError(`invalid ${name}=${JSON.stringify(env[name] ?? '')}: ${firstError.message}`)
   }
   if (parsed.MAX_MEMORY_MB < parsed.SANDBOX_MEMORY_MB) throw new ConfigError('MAX_MEMORY_MB must be >= SANDBOX_MEMORY_MB')
+  if (parsed.MAX_HIBERNATED_TTL_S < parsed.HIBERNATED_TTL_S) throw new ConfigError('MAX_HIBERNATED_TTL_S must be >= HIBERNATED_TTL_S')
   let redisSentinels: Array<{ host: string; port: number }>
   try {
     redisSentinels = parseSentinels(parsed.REDIS_SENTINELS)

@@ -27,6 +27,8 @@ export const ERRORS = {
   process_exited: { status: 409, title: 'The process has exited' },
   stdin_closed: { status: 409, title: "The process's stdin was closed (eof)" },
   stdin_full: { status: 409, title: 'The process has not read the stdin sent to it before; try again' },
+  session_busy: { status: 409, title: 'The session is running code; try again when it is idle' },
+  not_supported: { status: 409, title: "The session's runtime cannot do this" },
   too_many_terminals: { status: 409, title: 'The session has as many open terminals as it may' },
   payload_too_large: { status: 413, title: 'The request body is too large' },
   workspace_full: { status: 413, title: "The session's workspace has no room for this" },
@@ -44,6 +46,7 @@ export const ERRORS = {
   unavailable: { status: 503, title: 'A backing service is unavailable' },
   capacity: { status: 503, title: 'The host has no room for another sandbox' },
   session_moving: { status: 503, title: 'The session is moving to another API instance; try again shortly' },
+  checkpoint_space: { status: 507, title: 'There is no disk space for the checkpoint' },
 } as const satisfies Record<string, { status: number; title: string }>
 
 export type ErrorCode = keyof typeof ERRORS

@@ -1,10 +1,17 @@
 // Prometheus metrics of one app instance (its own registry, so tests can build many apps).
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
 
+/** What the checkpoints on this instance's disk hold, read when /metrics is (set by the sessions layer). */
+interface CheckpointUsageSource {
+  read: (() => Promise<{ checkpoints: number; bytes: number }>) | null
+}
+
 export function createMetrics() {
   const registry = new Registry()
   collectDefaultMetrics({ register: registry })
+  const checkpointUsage: CheckpointUsageSource = { read: null }
   return {
+    checkpointUsage,
     registry,
     /** Set by the session registry. */
     sessionsAttached: new Gauge({ name: 'replcast_sessions_attached', help: 'Sessions attached to this instance', registers: [registry] }),
@@ -13,6 +20,36 @@ export function createMetrics() {
       help: 'Time to create a session until its REPL is ready',
       registers: [registry],
       buckets: [0.1, 0.25, 0.5, 1, 2, 5, 10, 30],
+    }),
+    hibernateSeconds: new Histogram({
+      name: 'replcast_session_hibernate_seconds',
+      help: 'Time to hibernate a session (checkpoint, seal, container removal)',
+      registers: [registry],
+      buckets: [0.1, 0.25, 0.5, 1, 2, 5, 10, 30],
+    }),
+    wakeSeconds: new Histogram({
+      name: 'replcast_session_wake_seconds',
+      help: 'Time to wake a hibernated session until its REPL answers',
+      registers: [registry],
+      buckets: [0.1, 0.25, 0.5, 1, 2, 5, 10, 30],
+    }),
+    hibernatedSessions: new Gauge({
+      name: 'replcast_hibernated_sessions',
+      help: "Hibernated sessions whose checkpoint is on this instance's disk (CHECKPOINT_DIR)",
+      registers: [registry],
+      async collect() {
+        const usage = await checkpointUsage.read?.()
+        if (usage) this.set(usage.checkpoints)
+      },
+    }),
+    checkpointBytes: new Gauge({
+      name: 'replcast_checkpoint_bytes',
+      help: "Bytes of hibernated sessions' checkpoints on this instance's disk",
+      registers: [registry],
+      async collect() {
+        const usage = await checkpointUsage.read?.()
+        if (usage) this.set(usage.bytes)
+      },
     }),
     sessionsReaped: new Counter({ name: 'replcast_sessions_reaped_total', help: 'Idle sessions reaped by this instance', registers: [registry] }),
     /** Set by the warm pool (pool.ts). */

@@ -46,11 +46,18 @@ const ENV_NAME = '^(?!(PATH|HOME)$)(?!PYTHON|LD_|MPL|REPLCAST_)[A-Za-z_][A-Za-z0
 /** A template name; whether it exists is the service's to say (400 unknown_template, not a schema error). */
 const TemplateName = Type.String({ minLength: 1, maxLength: 64, description: 'Sandbox template (GET /v1/templates lists them); default "default"' })
 
-const SessionStatus = Type.Union([Type.Literal('starting'), Type.Literal('ready'), Type.Literal('busy'), Type.Literal('dead')])
+const SessionStatus = Type.Union([Type.Literal('starting'), Type.Literal('ready'), Type.Literal('busy'), Type.Literal('hibernated'), Type.Literal('dead')])
+
+export const IdleAction = Type.Union([Type.Literal('delete'), Type.Literal('hibernate')], {
+  $id: 'IdleAction',
+  description: 'At the idle deadline: delete the session, or hibernate it (runsc sessions; its state is kept on disk until hibernated_ttl_s passes)',
+})
 
 export const CreateSessionBody = Type.Object(
   {
     idle_timeout_s: Type.Optional(Type.Integer({ minimum: 1, description: 'Idle seconds before the session is reaped' })),
+    idle_action: Type.Optional(ref(IdleAction)),
+    hibernated_ttl_s: Type.Optional(Type.Integer({ minimum: 1, description: 'Seconds a hibernated session is kept before it is deleted with its checkpoint' })),
     runtime: Type.Optional(ref(Runtime)),
     limits: Type.Optional(LimitsRequest),
     env: Type.Optional(
@@ -73,8 +80,14 @@ export const Session = Type.Object(
     status: SessionStatus,
     created_at: Type.String({ format: 'date-time' }),
     last_active_at: Type.String({ format: 'date-time' }),
-    expires_at: Type.String({ format: 'date-time', description: 'When the session is reaped unless used again' }),
+    expires_at: Type.String({
+      format: 'date-time',
+      description: 'When the session is reaped (or hibernated, with idle_action "hibernate") unless used again; for a hibernated session, when it is deleted',
+    }),
     idle_timeout_s: Type.Integer(),
+    idle_action: ref(IdleAction),
+    hibernated_ttl_s: Type.Integer({ description: 'Seconds it stays hibernated before it is deleted with its checkpoint' }),
+    hibernated_at: Type.Optional(Type.String({ format: 'date-time', description: 'When it was hibernated (only while it is)' })),
     runtime: ref(Runtime),
     limits: ref(Limits),
     metadata: Metadata,

@@ -14,6 +14,7 @@ export const API_VERSION = '0.1.0'
 /** Registered once, by their $id: bodies, answers and events refer to them. */
 const COMPONENTS: TSchema[] = [
   schemas.Runtime,
+  schemas.IdleAction,
   schemas.Limits,
   schemas.CreateSessionBody,
   schemas.Session,

@@ -13,10 +13,13 @@ import { openTerminal, type TerminalSize } from './sandbox-terminal.js'
 import { LimitedLog } from '../repl/limited-log.js'
 import type { ReplTransport } from '../repl/transport.js'
 import { TimeoutError, withTimeout } from '../retry.js'
+import { checkpointEngine, checkpointRefusal, placeCheckpoint, startFromCheckpoint, writeCheckpoint, type CheckpointEngine } from './docker-checkpoint.js'
 
 export type { ImageFacts, ManagedContainer, SandboxExit, SandboxHandle } from './driver.js'
 
 const STDERR_LOG_LIMIT = 64 * 1024
+/** The name a restored container's checkpoint has in its own checkpoints/ folder. */
+const CHECKPOINT_NAME = 'replcast'
 /** How long a SIGKILLed sandbox is watched for the engine's OOM flag: OOM_RECHECKS × OOM_RECHECK_MS. */
 const OOM_RECHECKS = 2
 const OOM_RECHECK_MS = 100
@@ -25,6 +28,7 @@ export class DockerSandboxDriver implements SandboxDriver {
   readonly docker: Docker
   readonly memory: HostMemory
   private engine: Promise<string> | null = null
+  private checkpoints: Promise<CheckpointEngine> | null = null
 
   /** `timeoutMs` bounds every engine call but the ones that wait on purpose (a container's exit). */
   constructor(
@@ -62,9 +66,50 @@ export class DockerSandboxDriver implements SandboxDriver {
 
   /** Creates and starts a sandbox; on any failure the container is removed again. Throws the engine's error, or TimeoutError. */
   async create(spec: SandboxSpec): Promise<SandboxHandle> {
-    let container: Docker.Container
+    const container = await this.createContainer(spec)
     try {
-      container = await this.call(
+      return await this.attachAndStart(container, spec.sessionId)
+    } catch (err) {
+      await this.remove(container.id)
+      throw err
+    }
+  }
+
+  async checkpointRefusal(runtime: string): Promise<string | null> {
+    return checkpointRefusal(await this.checkpointFacts(), runtime)
+  }
+
+  /** Throws CheckpointError (the sandbox keeps running), or TimeoutError. */
+  async checkpoint(containerId: string, dir: string): Promise<void> {
+    await this.call('checkpoint', (abortSignal) => writeCheckpoint(this.docker.getContainer(containerId), dir, abortSignal))
+  }
+
+  /** Throws CheckpointError, the engine's error or TimeoutError; on any failure the new container is removed again. */
+  async restore(spec: SandboxSpec, dir: string): Promise<SandboxHandle> {
+    const facts = await this.checkpointFacts()
+    // A container left under the session's name (a restore cut short by a crash) is in the way.
+    await this.remove(containerName(spec.sessionId))
+    const container = await this.createContainer(spec)
+    try {
+      await placeCheckpoint(facts, container.id, dir, CHECKPOINT_NAME)
+      return await this.attachAndStart(container, spec.sessionId, CHECKPOINT_NAME)
+    } catch (err) {
+      await this.remove(container.id)
+      throw err
+    }
+  }
+
+  private checkpointFacts(): Promise<CheckpointEngine> {
+    this.checkpoints ??= this.call('info', () => checkpointEngine(this.docker)).catch((err: unknown) => {
+      this.checkpoints = null
+      throw err
+    })
+    return this.checkpoints
+  }
+
+  private async createContainer(spec: SandboxSpec): Promise<Docker.Container> {
+    try {
+      return await this.call(
         'create',
         (abortSignal) => this.docker.createContainer({ ...containerConfig(spec), abortSignal }),
         (late) => void this.remove(late.id).catch(() => undefined),
@@ -72,12 +117,6 @@ export class DockerSandboxDriver implements SandboxDriver {
     } catch (err) {
       // The engine may have created it after all: remove it by its name.
       if (err instanceof TimeoutError) await this.remove(containerName(spec.sessionId)).catch(() => undefined)
-      throw err
-    }
-    try {
-      return await this.attachAndStart(container, spec.sessionId)
-    } catch (err) {
-      await this.remove(container.id)
       throw err
     }
   }
@@ -206,11 +245,13 @@ export class DockerSandboxDriver implements SandboxDriver {
     }
   }
 
-  private async attachAndStart(container: Docker.Container, sessionId: string): Promise<SandboxHandle> {
+  /** Attaches, then starts the container (from its checkpoint `checkpoint` when given). */
+  private async attachAndStart(container: Docker.Container, sessionId: string, checkpoint?: string): Promise<SandboxHandle> {
     const transport = await this.attach(container, sessionId)
     const exited = this.watchExit(container, 'next-exit')
     try {
-      await this.call('start', (abortSignal) => container.start({ abortSignal }))
+      if (checkpoint) await this.call('start', (abortSignal) => startFromCheckpoint(container, checkpoint, abortSignal))
+      else await this.call('start', (abortSignal) => container.start({ abortSignal }))
     } catch (err) {
       transport.close()
       throw err

@@ -6,6 +6,18 @@ import type { SandboxSpec } from './container-spec.js'
 import type { WorkspaceFiles } from './workspace-files.js'
 import type { SandboxTerminal, TerminalSize } from './sandbox-terminal.js'
 
+/** Why a checkpoint or a restore failed; `noSpace` when a disk was full. */
+export class CheckpointError extends Error {
+  override name = 'CheckpointError'
+  constructor(
+    message: string,
+    readonly noSpace: boolean,
+    opts: { cause?: unknown } = {},
+  ) {
+    super(message, opts)
+  }
+}
+
 export interface SandboxExit {
   exitCode: number | null
   oomKilled: boolean
@@ -55,6 +67,16 @@ export interface SandboxDriver {
   engineId(): Promise<string>
   /** Creates and starts a sandbox, its REPL channel attached before it starts; on failure nothing is left. */
   create(spec: SandboxSpec): Promise<SandboxHandle>
+  /** Why a sandbox of `runtime` cannot be checkpointed on this engine (said to the client as is); null when it can. */
+  checkpointRefusal(runtime: string): Promise<string | null>
+  /**
+   * Writes the running sandbox's checkpoint (its memory and its tmpfs files) into `dir`, which must
+   * not exist yet (its parent must), and returns once the sandbox has stopped. Throws CheckpointError
+   * (then the sandbox runs on as it was) or TimeoutError.
+   */
+  checkpoint(containerId: string, dir: string): Promise<void>
+  /** Creates a sandbox like create() and starts it from the checkpoint in `dir`, its REPL channel attached first (no `ready` comes); on failure nothing is left. */
+  restore(spec: SandboxSpec, dir: string): Promise<SandboxHandle>
   /** Attaches again to a running sandbox (after an API restart, or another instance's death). */
   adopt(containerId: string, sessionId: string): Promise<SandboxHandle>
   /** Stops the REPL process and starts it again in the same sandbox. */

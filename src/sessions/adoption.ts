@@ -1,6 +1,7 @@
 // Attaching this instance to sandboxes, and leases: a fresh sandbox, one adopted from Redis after
 // a restart or from a dead instance (its running execution resumed, its queue re-run), lease
-// renewal and take-over. What happens when a sandbox's channel closes is in channel-end.ts.
+// renewal and take-over; a hibernated session is woken here (wake.ts) when something needs its
+// sandbox. What happens when a sandbox's channel closes is in channel-end.ts.
 import type { Logger } from 'pino'
 import type { Config } from '../config.js'
 import { AppError } from '../errors.js'
@@ -18,10 +19,12 @@ import {
   type LlmRequestHandler,
   type RecordedExecutions,
 } from './runner/index.js'
-import { endStranded, SessionOnOtherEngine, type Engines } from './supply/index.js'
+import { endStranded, SessionOnOtherEngine, type Engines, type SandboxSource, type CheckpointStore } from './supply/index.js'
 import type { ProcessRunner } from './processes/index.js'
 import { channelClosed, sandboxMisbehaved } from './channel-end.js'
 import type { SessionRegistry } from './registry.js'
+import type { Metrics } from '../metrics.js'
+import { wake } from './wake.js'
 
 export interface AdoptionDeps {
   config: Config
@@ -35,6 +38,9 @@ export interface AdoptionDeps {
   llmRequests?: LlmRequestHandler
   engines: Pick<Engines, 'whereIs'>
   processes: Pick<ProcessRunner, 'attach' | 'resume' | 'endRecorded'>
+  sandboxes: Pick<SandboxSource, 'restore'>
+  checkpoints: Pick<CheckpointStore, 'remove'>
+  metrics?: Metrics
 }
 
 export class Adoption {
@@ -44,6 +50,8 @@ export class Adoption {
   private closing = false
   /** Sessions being created here, each with its create's end (see creating). */
   private readonly starting = new Map<string, Promise<LiveSession>>()
+  /** Sessions being hibernated here: requests wait for the end, then find the session as it left it. */
+  private readonly gates = new Map<string, Promise<unknown>>()
 
   constructor(private readonly deps: AdoptionDeps) {}
 
@@ -97,12 +105,14 @@ export class Adoption {
 
   /** The session when this instance is attached to it with its sandbox ready (no create or adoption under way); else undefined. */
   attached(sid: string): LiveSession | undefined {
-    const live = this.starting.has(sid) || this.pending.has(sid) ? undefined : this.deps.registry.get(sid)
+    const live = this.starting.has(sid) || this.pending.has(sid) || this.gates.has(sid) ? undefined : this.deps.registry.get(sid)
     return live?.state === 'attached' ? live : undefined
   }
 
   /** This instance's attachment to the session: the existing one, one in progress, or a new adoption. Throws session_moving, session_dead, sandbox_failed. */
   ensureLocal(rec: SessionRecord): Promise<LiveSession> {
+    const gate = this.gates.get(rec.id)
+    if (gate) return gate.then(() => this.ensureLocal(rec))
     const creating = this.starting.get(rec.id)
     if (creating) return creating
     const existing = this.deps.registry.get(rec.id)
@@ -151,6 +161,24 @@ export class Adoption {
   }
 
   /**
+   * Runs `work` (a hibernation: the sandbox is let go and checkpointed) while requests for the
+   * session wait for its end; then they attach to it as Redis then has it (woken, if hibernated).
+   */
+  async gated<T>(id: string, work: () => Promise<T>): Promise<T> {
+    const done = work()
+    const gate = done.then(
+      () => undefined,
+      () => undefined,
+    )
+    this.gates.set(id, gate)
+    try {
+      return await done
+    } finally {
+      if (this.gates.get(id) === gate) this.gates.delete(id)
+    }
+  }
+
+  /**
    * Takes the session's lease and returns its term, or throws session_moving: another instance holds
    * it (a request that reaches this code was meant for the holder, and the lease moved meanwhile;
    * src/cluster/ routes).
@@ -181,7 +209,8 @@ export class Adoption {
     }
     const rec = await stores.sessions.getSession(sid)
     if (!rec || rec.status === 'dead') await forget()
-    if (!rec || rec.status === 'dead' || rec.status === 'starting' || this.closing) return 'unavailable'
+    // A hibernated session is woken by the request's own handling, on whichever instance it reached.
+    if (!rec || rec.status === 'dead' || rec.status === 'starting' || rec.status === 'hibernated' || this.closing) return 'unavailable'
     // Only an instance on the session's engine can attach to its sandbox: while one lives, it is theirs.
     const where = await this.deps.engines.whereIs(rec)
     if (!where.here && where.instances.length) return 'elsewhere'
@@ -265,20 +294,27 @@ export class Adoption {
     if (got === 'attached') this.deps.log.info({ sessionId: live.id }, 'adopted again a session nobody held')
   }
 
-  /** The session's sandbox is gone for good, and its background processes with it. */
-  async markDead(sid: string): Promise<void> {
-    await this.deps.stores.sessions.updateSession(sid, { status: 'dead' })
+  /** The session's sandbox is gone for good, and its background processes with it; `detail` says why when there is more to say. */
+  async markDead(sid: string, detail?: string): Promise<void> {
+    await this.deps.stores.sessions.updateSession(sid, { status: 'dead', ...(detail ? { status_detail: detail } : {}) })
     await this.deps.stores.leases.removeInstanceSession(this.deps.config.instanceId, sid)
     await this.deps.processes.endRecorded(sid)
   }
 
-  private async adopt(rec: SessionRecord): Promise<LiveSession> {
+  private async adopt(seen: SessionRecord): Promise<LiveSession> {
     const { stores, driver, config, recorded, registry, runner, driven } = this.deps
+    // Read again: the session may have been hibernated (or woken, or deleted) since the caller read it.
+    const rec = await stores.sessions.getSession(seen.id)
+    if (!rec || rec.tenant !== seen.tenant) throw new AppError('session_not_found', `no session ${seen.id}`)
+    if (rec.status === 'dead') throw new AppError('session_dead', rec.status_detail || "the session's sandbox has died; restart it or create a new session")
     // Only an instance on the session's Docker engine can reach its sandbox.
     const where = await this.deps.engines.whereIs(rec)
     if (!where.here && where.instances.length) throw new SessionOnOtherEngine(where.engine, where.instances)
     const term = await this.claimLease(rec)
     if (!where.here) return endStranded({ ...this.deps, instanceId: config.instanceId }, rec)
+    if (rec.status === 'hibernated') {
+      return wake({ ...this.deps, attach: (r, h, t) => this.attach(r, h, true, t), markDead: (sid, why) => this.markDead(sid, why) }, rec, term)
+    }
     const state = rec.container_id ? await driver.inspectExit(rec.container_id) : { running: false, oomKilled: false, exitCode: null }
     const all = await recorded.unfinished(rec)
     // An LLM turn lives only in the process that drives it: if that is not this one, nobody will end it.
@@ -287,10 +323,12 @@ export class Adoption {
     }
     const unfinished = all.filter((x) => x.kind !== 'turn')
     if (!state.running) {
-      await this.markDead(rec.id)
+      // A sandbox that stopped while it was being checkpointed: the instance doing it stopped before the checkpoint was recorded.
+      const lost = rec.hibernating_at ? 'the API instance stopped while it was hibernating this session; its state was lost' : undefined
+      await this.markDead(rec.id, lost)
       for (const ex of unfinished)
         await recorded.endOrphaned(rec, ex, state.oomKilled ? 'oom' : 'killed', 'the sandbox stopped while no API instance was attached')
-      throw new AppError('session_dead', "the session's sandbox is gone; restart it or create a new session")
+      throw new AppError('session_dead', lost ?? "the session's sandbox is gone; restart it or create a new session")
     }
     const handle = await driver.adopt(rec.container_id, rec.id)
     const live = this.attach(rec, handle, true, term)

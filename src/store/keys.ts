@@ -23,6 +23,9 @@ export function redisKeys(prefix: string) {
     // Built in Lua too, as this builds it (log-scripts.ts).
     leaseTerm: (sid: string) => `${prefix}{${sid}}:lease-term`,
     tenantSessions: (tenant: string) => `${prefix}tenant:${tenant}:sessions`,
+    // Its hibernated sessions (counted against max_hibernated_sessions instead of max_sessions; a session
+    // is in one set or the other, in both only while it is being hibernated).
+    tenantHibernated: (tenant: string) => `${prefix}tenant:${tenant}:hibernated`,
     tenantRunning: (tenant: string) => `${prefix}tenant:${tenant}:running`,
     tenantRate: (tenant: string, window: number) => `${prefix}tenant:${tenant}:rate:${window}`,
     // One hash tag per tenant: the LLM budget's script reads and writes the four windows together.

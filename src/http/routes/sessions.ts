@@ -1,4 +1,4 @@
-// Session routes: create, list, get, delete, interrupt, restart.
+// Session routes: create, list, get, delete, interrupt, restart, hibernate, wake.
 import type { FastifyInstance, FastifyReply } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
@@ -28,7 +28,16 @@ export async function sessionRoutes(app: FastifyInstance, { sessions, executions
         body: ref(CreateSessionBody),
         response: {
           201: { ...ref(Session), description: 'The session, ready for code' },
-          ...problems('limit_exceeded', 'runtime_unavailable', 'unknown_template', 'quota_exceeded', 'sandbox_failed', 'template_unusable', 'capacity'),
+          ...problems(
+            'limit_exceeded',
+            'runtime_unavailable',
+            'unknown_template',
+            'not_supported',
+            'quota_exceeded',
+            'sandbox_failed',
+            'template_unusable',
+            'capacity',
+          ),
         },
       },
     },
@@ -130,9 +139,52 @@ export async function sessionRoutes(app: FastifyInstance, { sessions, executions
         tags,
         security,
         params: SessionParams,
-        response: { 200: { ...ref(Session), description: 'The restarted session' }, ...problems('session_dead', 'sandbox_failed') },
+        response: {
+          200: { ...ref(Session), description: 'The restarted session' },
+          ...problems('session_dead', 'quota_exceeded', 'sandbox_failed', 'capacity'),
+        },
       },
     },
     async (req) => sessions.restart(req.tenant, req.params.id),
+  )
+
+  r.post(
+    '/v1/sessions/:id/hibernate',
+    {
+      config: { holder: true },
+      schema: {
+        operationId: 'hibernateSession',
+        summary: 'Hibernate the session: its state to disk, its sandbox gone (no memory, no process) until it is used again',
+        description:
+          'Any later use (an execution, files, a process, a terminal, a message, POST .../wake) restores it first, with its state as it was. Hibernating a hibernated session changes nothing.',
+        tags,
+        security,
+        params: SessionParams,
+        response: {
+          200: { ...ref(Session), description: 'The session, hibernated' },
+          ...problems('session_dead', 'session_busy', 'not_supported', 'quota_exceeded', 'sandbox_failed', 'checkpoint_space'),
+        },
+      },
+    },
+    async (req) => sessions.hibernate(req.tenant, req.params.id),
+  )
+
+  r.post(
+    '/v1/sessions/:id/wake',
+    {
+      config: { holder: true },
+      schema: {
+        operationId: 'wakeSession',
+        summary: 'Wake a hibernated session now, ahead of its use (a live session is answered as it is)',
+        tags,
+        security,
+        params: SessionParams,
+        response: {
+          200: { ...ref(Session), description: 'The session, ready' },
+          ...problems('session_dead', 'quota_exceeded', 'sandbox_failed', 'capacity'),
+        },
+      },
+    },
+    async (req) => sessions.wake(req.tenant, req.params.id),
   )
 }
