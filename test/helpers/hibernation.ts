@@ -36,7 +36,7 @@ export async function startHibernationApp(t: Test, env: Record<string, string> =
 /** Hibernates the session and checks the answer says so. */
 export async function hibernate(t: Test, url: string, sid: string): Promise<any> {
   const r = await api(url, 'POST', `/v1/sessions/${sid}/hibernate`)
-  t.equal(r.status, 200, `hibernate answers 200 (${JSON.stringify(r.body)})`)
+  t.equal(r.status, 200, 'hibernate answers 200', { body: r.body })
   t.equal(r.body.status, 'hibernated')
   return r.body
 }
