@@ -1,12 +1,13 @@
 // The automatic path: a session with idle_action "hibernate" is hibernated at its idle deadline
 // (keeping exactly what a manual hibernation keeps, a file written just before the deadline
 // included) and deleted with its checkpoint after hibernated_ttl_s. Hibernated sessions survive an
-// API restart; checkpoints no session names are swept.
+// API restart and a Redis restart; checkpoints no session names are swept.
 import t from 'tap'
 import { existsSync, mkdirSync, utimesSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { api, createSession, executeSse, stdoutOf } from './helpers/client.js'
 import { startHibernationApp } from './helpers/hibernation.js'
+import { startPrivateRedis } from './helpers/private-redis.js'
 import { waitFor } from './helpers/wait.js'
 
 const statusOf = async (url: string, sid: string) => (await api(url, 'GET', `/v1/sessions/${sid}`)).body?.status
@@ -63,4 +64,17 @@ t.test('a hibernated session survives an API restart; unnamed checkpoints are sw
   t.ok(existsSync(join(h.checkpointDir, sid)), "the session's own checkpoint is kept")
   t.equal(await statusOf(h.url, sid), 'hibernated')
   t.equal(stdoutOf((await executeSse(h.url, sid, 'print(kept)')).events), 'across the restart\n')
+})
+
+t.test('a hibernated session survives a Redis restart (its record persisted, its checkpoint on disk)', async (t) => {
+  const redis = await startPrivateRedis()
+  t.teardown(() => redis.destroy())
+  const h = await startHibernationApp(t, { REDIS_URL: redis.url })
+  const sid = await createSession(h.url)
+  await executeSse(h.url, sid, "kept = 'across Redis'")
+  t.equal((await api(h.url, 'POST', `/v1/sessions/${sid}/hibernate`)).body.status, 'hibernated')
+  await redis.stop()
+  await redis.start()
+  t.ok(await waitFor(async () => (await statusOf(h.url, sid)) === 'hibernated', 15000), 'still hibernated after the restart')
+  t.equal(stdoutOf((await executeSse(h.url, sid, 'print(kept)')).events), 'across Redis\n')
 })

@@ -77,6 +77,43 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sessions/{id}/hibernate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Hibernate the session: its state to disk, its sandbox gone (no memory, no process) until it is used again
+         * @description Any later use (an execution, files, a process, a terminal, a message, POST .../wake) restores it first, with its state as it was. Hibernating a hibernated session changes nothing.
+         */
+        post: operations["hibernateSession"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{id}/wake": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Wake a hibernated session now, ahead of its use (a live session is answered as it is) */
+        post: operations["wakeSession"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sessions/{id}/executions": {
         parameters: {
             query?: never;
@@ -451,6 +488,8 @@ export interface components {
     schemas: {
         /** @description Container runtime: runc (default Docker) or runsc (gVisor, stronger isolation) */
         Runtime: "runc" | "runsc";
+        /** @description At the idle deadline: delete the session, or hibernate it (runsc sessions; its state is kept on disk until hibernated_ttl_s passes) */
+        IdleAction: "delete" | "hibernate";
         Limits: {
             /** @description Memory limit in MiB (no swap) */
             memory_mb: number;
@@ -466,6 +505,9 @@ export interface components {
         CreateSessionRequest: {
             /** @description Idle seconds before the session is reaped */
             idle_timeout_s?: number;
+            idle_action?: components["schemas"]["IdleAction"];
+            /** @description Seconds a hibernated session is kept before it is deleted with its checkpoint */
+            hibernated_ttl_s?: number;
             runtime?: components["schemas"]["Runtime"];
             limits?: {
                 /** @description Memory limit in MiB (no swap) */
@@ -493,17 +535,25 @@ export interface components {
         Session: {
             /** @description Session id */
             id: string;
-            status: "starting" | "ready" | "busy" | "dead";
+            status: "starting" | "ready" | "busy" | "hibernated" | "dead";
             /** Format: date-time */
             created_at: string;
             /** Format: date-time */
             last_active_at: string;
             /**
              * Format: date-time
-             * @description When the session is reaped unless used again
+             * @description When the session is reaped (or hibernated, with idle_action "hibernate") unless used again; for a hibernated session, when it is deleted
              */
             expires_at: string;
             idle_timeout_s: number;
+            idle_action: components["schemas"]["IdleAction"];
+            /** @description Seconds it stays hibernated before it is deleted with its checkpoint */
+            hibernated_ttl_s: number;
+            /**
+             * Format: date-time
+             * @description When it was hibernated (only while it is)
+             */
+            hibernated_at?: string;
             runtime: components["schemas"]["Runtime"];
             limits: components["schemas"]["Limits"];
             /** @description Free-form string labels kept with the session */
@@ -839,6 +889,15 @@ export interface operations {
             };
             /** @description Problem: unauthorized */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: not_supported */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1222,7 +1281,111 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Problem: rate_limited */
+            /** @description Problem: quota_exceeded, rate_limited */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: sandbox_failed */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: capacity, unavailable, session_moving */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    hibernateSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Session id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The session, hibernated */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Session"];
+                };
+            };
+            /** @description Problem: validation_failed, bad_request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: session_not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: session_dead, session_busy, not_supported */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: payload_too_large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: unsupported_media_type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: quota_exceeded, rate_limited */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -1241,6 +1404,119 @@ export interface operations {
                 };
             };
             /** @description Problem: unavailable, session_moving */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: checkpoint_space */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    wakeSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Session id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The session, ready */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Session"];
+                };
+            };
+            /** @description Problem: validation_failed, bad_request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: session_not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: session_dead */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: payload_too_large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: unsupported_media_type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: quota_exceeded, rate_limited */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: sandbox_failed */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: capacity, unavailable, session_moving */
             503: {
                 headers: {
                     [name: string]: unknown;

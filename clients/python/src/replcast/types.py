@@ -11,6 +11,10 @@ Runtime = Literal['runc', 'runsc']
 """Container runtime: runc (default Docker) or runsc (gVisor, stronger isolation)"""
 
 
+IdleAction = Literal['delete', 'hibernate']
+"""At the idle deadline: delete the session, or hibernate it (runsc sessions; its state is kept on disk until hibernated_ttl_s passes)"""
+
+
 class Limits(TypedDict):
     memory_mb: int
     """Memory limit in MiB (no swap)"""
@@ -40,6 +44,9 @@ class CreateSessionRequestLimits(TypedDict, total=False):
 class CreateSessionRequest(TypedDict, total=False):
     idle_timeout_s: int
     """Idle seconds before the session is reaped"""
+    idle_action: IdleAction
+    hibernated_ttl_s: int
+    """Seconds a hibernated session is kept before it is deleted with its checkpoint"""
     runtime: Runtime
     limits: CreateSessionRequestLimits
     env: Dict[str, str]
@@ -53,12 +60,15 @@ class CreateSessionRequest(TypedDict, total=False):
 class _SessionRequired(TypedDict):
     id: str
     """Session id"""
-    status: Literal['starting', 'ready', 'busy', 'dead']
+    status: Literal['starting', 'ready', 'busy', 'hibernated', 'dead']
     created_at: str
     last_active_at: str
     expires_at: str
-    """When the session is reaped unless used again"""
+    """When the session is reaped (or hibernated, with idle_action \"hibernate\") unless used again; for a hibernated session, when it is deleted"""
     idle_timeout_s: int
+    idle_action: IdleAction
+    hibernated_ttl_s: int
+    """Seconds it stays hibernated before it is deleted with its checkpoint"""
     runtime: Runtime
     limits: Limits
     metadata: Dict[str, str]
@@ -70,6 +80,8 @@ class _SessionRequired(TypedDict):
 
 
 class Session(_SessionRequired, total=False):
+    hibernated_at: str
+    """When it was hibernated (only while it is)"""
     status_detail: str
     """Why a dead session is dead, when there is more to say than that its sandbox stopped"""
 
@@ -370,6 +382,7 @@ OPERATIONS: FrozenSet[Tuple[str, str]] = frozenset({
     ('POST', '/v1/sessions'),
     ('POST', '/v1/sessions/{id}/executions'),
     ('POST', '/v1/sessions/{id}/executions/{eid}/events-token'),
+    ('POST', '/v1/sessions/{id}/hibernate'),
     ('POST', '/v1/sessions/{id}/interrupt'),
     ('POST', '/v1/sessions/{id}/messages'),
     ('POST', '/v1/sessions/{id}/processes'),
@@ -377,6 +390,7 @@ OPERATIONS: FrozenSet[Tuple[str, str]] = frozenset({
     ('POST', '/v1/sessions/{id}/processes/{pid}/stdin'),
     ('POST', '/v1/sessions/{id}/pty-token'),
     ('POST', '/v1/sessions/{id}/restart'),
+    ('POST', '/v1/sessions/{id}/wake'),
     ('PUT', '/v1/sessions/{id}/files/{path}'),
 })
 """Every (method, path) the API has."""
