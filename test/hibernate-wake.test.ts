@@ -2,6 +2,9 @@
 // hibernation, /metrics while hibernated, a restart that drops the checkpoint, and the quotas
 // (hibernated sessions counted apart from max_sessions; waking needs room in max_sessions).
 import t from 'tap'
+import Docker from 'dockerode'
+import { sandboxLabels } from '../src/sandbox/labels.js'
+import { API_KEY, containersOf } from './helpers/app.js'
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import { api, createSession, executeSse, readSse, stdoutOf, untilStdout } from './helpers/client.js'
@@ -74,4 +77,30 @@ t.test('hibernated sessions count in max_hibernated_sessions, not max_sessions',
   t.equal((await api(h.url, 'GET', '/v1/sessions')).body.sessions.length, 3, 'the list shows all three')
   await api(h.url, 'DELETE', `/v1/sessions/${c}`)
   t.equal((await api(h.url, 'POST', `/v1/sessions/${a}/wake`)).body.status, 'ready')
+})
+
+t.test('files, and a container left by a wake cut short', async (t) => {
+  const h = await startHibernationApp(t)
+  const sid = await createSession(h.url)
+  t.equal((await api(h.url, 'PUT', `/v1/sessions/${sid}/files/notes.txt`, 'kept on disk', { headers: { 'content-type': 'text/plain' } })).status, 201)
+  await hibernate(t, h.url, sid)
+  const r = await fetch(`${h.url}/v1/sessions/${sid}/files/notes.txt`, { headers: { authorization: `Bearer ${API_KEY}` } })
+  t.equal(r.status, 200, 'reading a file wakes the session')
+  t.equal(await r.text(), 'kept on disk')
+  t.equal((await api(h.url, 'GET', `/v1/sessions/${sid}`)).body.status, 'ready')
+  // A crash between a restore's start and its record: a container under the session's name, the session still hibernated.
+  await hibernate(t, h.url, sid)
+  const docker = new Docker()
+  const left = await docker.createContainer({
+    name: `replcast-${sid}`,
+    Image: h.config.SANDBOX_IMAGE,
+    Labels: sandboxLabels(h.deployment, sid, 'alpha', 'gone', 1),
+  })
+  await h.restart()
+  t.equal((await containersOf(h.deployment)).length, 0, 'the start-up sweep removed it')
+  t.equal(stdoutOf((await executeSse(h.url, sid, 'print(6 * 7)')).events), '42\n', 'and the session wakes')
+  await docker
+    .getContainer(left.id)
+    .remove({ force: true })
+    .catch(() => undefined)
 })

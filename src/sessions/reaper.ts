@@ -74,14 +74,18 @@ export class Reaper {
     await Promise.all(Array.from({ length: Math.min(PARALLEL, queue.length) }, worker))
   }
 
-  /** Removes this deployment's containers whose session Redis does not know. */
+  /**
+   * Removes this deployment's containers whose session Redis does not know, and those of hibernated
+   * sessions no instance is waking (a wake cut short by a crash: the next wake restores afresh).
+   */
   async removeOrphans(): Promise<void> {
     const { stores, driver, config, log } = this.deps
     const known = await stores.sessions.allSessionIds()
+    const asleep = async (sid: string) => (await stores.sessions.getSession(sid))?.status === 'hibernated' && !(await stores.leases.leaseHolder(sid))
     for (const c of await driver.listManaged(config.REPLCAST_DEPLOYMENT)) {
       // Warm-pool containers carry no session label: the pool's sweep (pool-sweep.ts) decides on them.
-      if (c.pooled || known.has(c.sessionId)) continue
-      log.warn({ containerId: c.id, sessionId: c.sessionId }, 'removing a sandbox unknown to Redis')
+      if (c.pooled || (known.has(c.sessionId) && !(await asleep(c.sessionId)))) continue
+      log.warn({ containerId: c.id, sessionId: c.sessionId }, 'removing a sandbox unknown to Redis, or left by a wake cut short')
       await driver.remove(c.id).catch((err: unknown) => log.warn({ err, containerId: c.id }, 'could not remove a sandbox unknown to Redis'))
     }
   }
