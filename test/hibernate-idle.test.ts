@@ -3,8 +3,10 @@
 // included) and deleted with its checkpoint after hibernated_ttl_s. Hibernated sessions survive an
 // API restart and a Redis restart; checkpoints no session names are swept.
 import t from 'tap'
+import Docker from 'dockerode'
 import { existsSync, mkdirSync, utimesSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { containersOf } from './helpers/app.js'
 import { api, createSession, executeSse, stdoutOf } from './helpers/client.js'
 import { startHibernationApp } from './helpers/hibernation.js'
 import { startPrivateRedis } from './helpers/private-redis.js'
@@ -77,4 +79,18 @@ t.test('a hibernated session survives a Redis restart (its record persisted, its
   await redis.start()
   t.ok(await waitFor(async () => (await statusOf(h.url, sid)) === 'hibernated', 15000), 'still hibernated after the restart')
   t.equal(stdoutOf((await executeSse(h.url, sid, 'print(kept)')).events), 'across Redis\n')
+})
+
+t.test('an instance that stopped mid-checkpoint leaves the session dead, saying so', async (t) => {
+  const h = await startHibernationApp(t)
+  const sid = await createSession(h.url)
+  // What a crash between `checkpoint create` (the container exits) and the record leaves behind.
+  await h.stop()
+  await h.redis.hset(`${h.prefix}{${sid}}:session`, 'hibernating_at', String(Date.now()))
+  const [c] = await containersOf(h.deployment)
+  await new Docker().getContainer(c!.Id).kill()
+  await h.start()
+  const s = (await api(h.url, 'GET', `/v1/sessions/${sid}`)).body
+  t.equal(s.status, 'dead')
+  t.match(s.status_detail, /while it was hibernating this session; its state was lost/)
 })
