@@ -1,8 +1,11 @@
 // What hibernation refuses or ends: a busy session (409, its execution untouched), a runc session
 // (409 not_supported), another tenant's session (404), a tampered checkpoint (the session dead with
-// the reason, the checkpoint kept); DELETE removes the checkpoint; hibernating twice changes nothing.
+// the reason, the checkpoint kept), a disk without room (507, the session runs on); DELETE removes
+// the checkpoint; hibernating twice changes nothing.
 import t from 'tap'
-import { appendFileSync, existsSync, readdirSync, truncateSync } from 'node:fs'
+import { execFileSync } from 'node:child_process'
+import { appendFileSync, existsSync, mkdtempSync, readdirSync, rmSync, truncateSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { API_KEY, OTHER_KEY } from './helpers/app.js'
 import { api, createSession, executeSse, readSse, stdoutOf } from './helpers/client.js'
@@ -91,4 +94,23 @@ t.test('hibernation refusals and removals', async (t) => {
       t.notOk(existsSync(dir), 'deleting the dead session removes it')
     })
   }
+})
+
+t.test('a disk without room for the checkpoint answers 507 checkpoint_space; the session runs on', async (t) => {
+  // A 1 MiB filesystem for CHECKPOINT_DIR: a 512 MiB session's checkpoint may need up to 512 MiB.
+  const small = mkdtempSync(join(tmpdir(), 'rc-small-'))
+  execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m,mode=0700', 'tmpfs', small])
+  t.teardown(() => {
+    execFileSync('umount', [small])
+    rmSync(small, { recursive: true, force: true })
+  })
+  const h = await startHibernationApp(t, { CHECKPOINT_DIR: join(small, 'store') })
+  const sid = await createSession(h.url)
+  await executeSse(h.url, sid, 'x = 5')
+  const r = await api(h.url, 'POST', `/v1/sessions/${sid}/hibernate`)
+  t.equal(r.status, 507)
+  t.equal(r.body.code, 'checkpoint_space')
+  t.match(r.body.detail, /needs 512 MiB free/)
+  t.equal(stdoutOf((await executeSse(h.url, sid, 'print(x)')).events), '5\n', 'the session runs on with its state')
+  t.equal((await api(h.url, 'GET', `/v1/sessions/${sid}`)).body.status, 'ready')
 })

@@ -46,6 +46,7 @@ export class Hibernation {
     await this.deps.engines.mustBeHere(rec)
     const live = await adoption.ensureLocal(rec)
     this.refuseBusy(live)
+    await this.needSpace(rec)
     const max = config.tenantLimits.for(rec.tenant).max_hibernated_sessions
     if (!(await stores.sessions.reserveHibernation(rec, max)))
       throw new AppError('quota_exceeded', `tenant already has ${max} hibernated sessions (the maximum); delete one first`, {
@@ -124,6 +125,20 @@ export class Hibernation {
     return live
   }
 
+  /**
+   * runsc stops the sandbox when its checkpoint cannot be written, so a full disk is refused before:
+   * the image (compressed) is never larger than the memory the sandbox may use, tmpfs files included.
+   */
+  private async needSpace(rec: SessionRecord): Promise<void> {
+    const need = rec.limits.memory_mb * 1024 * 1024
+    const free = await this.deps.checkpoints.freeBytes()
+    if (free < need)
+      throw new AppError(
+        'checkpoint_space',
+        `hibernating this session needs ${rec.limits.memory_mb} MiB free for its checkpoint (its memory_mb) and ${Math.floor(free / 1048576)} MiB are; it runs on as it was`,
+      )
+  }
+
   private refuseBusy(live: LiveSession): void {
     if (this.deps.runner.isBusy(live) || this.deps.driven.drivesSession(live.id))
       throw new AppError('session_busy', 'the session is running code; hibernate it when its executions have ended (or interrupt them)')
@@ -146,17 +161,12 @@ export class Hibernation {
       const state = await driver.inspectExit(containerId).catch(() => null)
       const error =
         err instanceof CheckpointError && err.noSpace
-          ? new AppError('checkpoint_space', `there is no disk space for the session's checkpoint (${err.message}); the session runs on as it was`, {
-              cause: err,
-            })
-          : new AppError(
-              'sandbox_failed',
-              `the session could not be checkpointed (${err instanceof Error ? err.message : String(err)}); it runs on as it was`,
-              { cause: err },
-            )
+          ? new AppError('checkpoint_space', `there is no disk space for the session's checkpoint (${err.message})`, { cause: err })
+          : new AppError('sandbox_failed', `the session could not be checkpointed (${err instanceof Error ? err.message : String(err)})`, { cause: err })
       log.error({ err, sessionId: rec.id }, 'checkpoint failed')
       if (state?.running) throw new StillRunning(error)
-      await this.deps.adoption.markDead(rec.id, 'the sandbox stopped during a checkpoint that failed; its state was lost')
+      // runsc ends the sandbox when it cannot write the image (a disk that filled meanwhile): the state is gone, and the session says so.
+      await this.deps.adoption.markDead(rec.id, `the sandbox stopped during a checkpoint that failed (${error.message}); its state was lost`)
       throw error
     }
     const written = performance.now()

@@ -4,7 +4,7 @@
 // and contents, in a stable order), kept in Redis with the session, is checked before each restore.
 import { createHash, randomBytes } from 'node:crypto'
 import { createReadStream } from 'node:fs'
-import { chmod, lstat, mkdir, readdir, rename, rm, stat } from 'node:fs/promises'
+import { chmod, lstat, mkdir, readdir, rename, rm, stat, statfs } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 
 /** A folder younger than this is never swept: a hibernation may be about to name it in Redis. */
@@ -34,6 +34,13 @@ export class CheckpointStore {
     await mkdir(this.root, { recursive: true, mode: 0o700 })
     await chmod(this.root, 0o700)
     return join(this.root, `${safe(sid)}.part-${randomBytes(4).toString('hex')}`)
+  }
+
+  /** Bytes free for checkpoints (to an unprivileged writer). */
+  async freeBytes(): Promise<number> {
+    await mkdir(this.root, { recursive: true, mode: 0o700 })
+    const fs = await statfs(this.root)
+    return fs.bavail * fs.bsize
   }
 
   /** The session's whole checkpoint folder. */
