@@ -3,7 +3,7 @@
 // owns, outside the engine; a restore places a copy in the new container's own checkpoints/ folder
 // under the engine's data root, because Docker 20.10 refuses a checkpoint folder on start.
 import type Docker from 'dockerode'
-import { copyFile, link, mkdir, readdir, rm } from 'node:fs/promises'
+import { copyFile, link, mkdir, readdir, rm, writeFile } from 'node:fs/promises'
 import { basename, dirname, join } from 'node:path'
 import { CheckpointError } from './driver.js'
 
@@ -50,6 +50,9 @@ export async function placeCheckpoint(engine: CheckpointEngine, containerId: str
   const dest = join(engine.rootDir, 'containers', containerId, 'checkpoints', name)
   try {
     await copyTree(dir, dest)
+    // Docker uploads the folder to containerd's content store by its digest: two restores of one
+    // image at once would collide ("already exists"), so each copy differs by this file.
+    await writeFile(join(dest, 'replcast-restore'), containerId, { mode: 0o600 })
   } catch (err) {
     await rm(dest, { recursive: true, force: true })
     throw new CheckpointError(`the checkpoint could not be given to the engine: ${engineMessage(err)}`, isNoSpace(err), { cause: err })
