@@ -6,7 +6,7 @@ import type { Logger } from 'pino'
 import { DockerDemuxer } from './demux.js'
 import { containerConfig, containerName, type SandboxSpec } from './container-spec.js'
 import { LABEL } from './labels.js'
-import type { ImageFacts, ManagedContainer, SandboxDriver, SandboxExit, SandboxFiles, SandboxHandle, Terminal } from './driver.js'
+import type { ImageFacts, ManagedContainer, RestoredSandbox, SandboxDriver, SandboxExit, SandboxFiles, SandboxHandle, Terminal } from './driver.js'
 import { HostMemory } from './host-memory.js'
 import { WorkspaceFiles } from './workspace-files.js'
 import { openTerminal, type TerminalSize } from './sandbox-terminal.js'
@@ -85,14 +85,18 @@ export class DockerSandboxDriver implements SandboxDriver {
   }
 
   /** Throws CheckpointError, the engine's error or TimeoutError; on any failure the new container is removed again. */
-  async restore(spec: SandboxSpec, dir: string): Promise<SandboxHandle> {
+  async restore(spec: SandboxSpec, dir: string): Promise<RestoredSandbox> {
     const facts = await this.checkpointFacts()
     // A container left under the session's name (a restore cut short by a crash) is in the way.
     await this.remove(containerName(spec.sessionId))
+    const t0 = performance.now()
     const container = await this.createContainer(spec)
+    const created = performance.now()
     try {
       await placeCheckpoint(facts, container.id, dir, CHECKPOINT_NAME)
-      return await this.attachAndStart(container, spec.sessionId, CHECKPOINT_NAME)
+      const placed = performance.now()
+      const handle = await this.attachAndStart(container, spec.sessionId, CHECKPOINT_NAME)
+      return { ...handle, phasesMs: { create: created - t0, place: placed - created, start: performance.now() - placed } }
     } catch (err) {
       await this.remove(container.id)
       throw err

@@ -30,6 +30,11 @@ export interface SandboxHandle {
   exited: Promise<SandboxExit>
 }
 
+/** A sandbox started from a checkpoint, and how long each step took (ms): container create, checkpoint placed, attach and start. */
+export interface RestoredSandbox extends SandboxHandle {
+  phasesMs: { create: number; place: number; start: number }
+}
+
 export interface ManagedContainer {
   id: string
   /** '' for a warm-pool sandbox: Redis records the session that took it. */
@@ -76,7 +81,7 @@ export interface SandboxDriver {
    */
   checkpoint(containerId: string, dir: string): Promise<void>
   /** Creates a sandbox like create() and starts it from the checkpoint in `dir`, its REPL channel attached first (no `ready` comes); on failure nothing is left. */
-  restore(spec: SandboxSpec, dir: string): Promise<SandboxHandle>
+  restore(spec: SandboxSpec, dir: string): Promise<RestoredSandbox>
   /** Attaches again to a running sandbox (after an API restart, or another instance's death). */
   adopt(containerId: string, sessionId: string): Promise<SandboxHandle>
   /** Stops the REPL process and starts it again in the same sandbox. */

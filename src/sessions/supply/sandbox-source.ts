@@ -5,7 +5,7 @@
 import type { Config } from '../../config.js'
 import { ReplClosedError, ReplTimeoutError } from '../../repl/repl-client.js'
 import type { SandboxSpec } from '../../sandbox/container-spec.js'
-import type { SandboxDriver, SandboxHandle } from '../../sandbox/driver.js'
+import type { RestoredSandbox, SandboxDriver, SandboxHandle } from '../../sandbox/driver.js'
 import type { SessionRecord } from '../../store/records.js'
 import { DEFAULT_TEMPLATE } from '../../templates.js'
 import type { CheckpointStore } from './checkpoint-store.js'
@@ -113,7 +113,7 @@ export class SandboxSource {
    * `ready` (it is the one that was running). Throws CheckpointMismatch, capacity, CheckpointError,
    * the engine's errors.
    */
-  async restore(rec: SessionRecord): Promise<SandboxHandle> {
+  async restore(rec: SessionRecord): Promise<RestoredSandbox> {
     const { checkpoints, capacity, driver } = this.deps
     await checkpoints.verify(rec.id, rec.checkpoint_digest ?? '')
     const place = await capacity.reserve(rec.id, rec.limits.memory_mb)
