@@ -209,12 +209,14 @@ export class Adoption {
     }
     const rec = await stores.sessions.getSession(sid)
     if (!rec || rec.status === 'dead') await forget()
-    // A hibernated session is woken by the request's own handling, on whichever instance it reached.
-    if (!rec || rec.status === 'dead' || rec.status === 'starting' || rec.status === 'hibernated' || this.closing) return 'unavailable'
+    if (!rec || rec.status === 'dead' || rec.status === 'starting' || this.closing) return 'unavailable'
     // Only an instance on the session's engine can attach to its sandbox: while one lives, it is theirs.
     const where = await this.deps.engines.whereIs(rec)
     if (!where.here && where.instances.length) return 'elsewhere'
     if ((await stores.leases.takeLease(sid, config.instanceId, from, config.LEASE_TTL_MS)).holder !== config.instanceId) return 'elsewhere'
+    // Held here now, a hibernated session is woken by the request's own handling, only if it needs
+    // the sandbox (a hibernate or a delete does not); requests at other instances come here meanwhile.
+    if (rec.status === 'hibernated') return 'attached'
     try {
       await this.ensureLocal(rec)
     } catch (err) {

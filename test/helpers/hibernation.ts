@@ -10,7 +10,7 @@ import { startApp, type Harness } from './app.js'
 import { api } from './client.js'
 
 /** The engine's address, once it is known to checkpoint; throws saying what is missing. */
-async function checkpointEngineHost(): Promise<string> {
+export async function checkpointEngineHost(): Promise<string> {
   const host = process.env.DOCKER_HOST ?? ''
   const info = (await new Docker().info()) as { ExperimentalBuild?: boolean; Runtimes?: Record<string, unknown> }
   const missing = [!info.ExperimentalBuild && 'experimental mode is off', !info.Runtimes?.runsc && 'runsc is not registered'].filter(Boolean)
