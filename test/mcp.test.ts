@@ -23,6 +23,7 @@ t.test('the MCP server', async (t) => {
       'delete_file',
       'delete_session',
       'execute',
+      'hibernate_session',
       'interrupt',
       'list_files',
       'list_processes',
@@ -33,6 +34,7 @@ t.test('the MCP server', async (t) => {
       'run_python',
       'start_process',
       'stop_process',
+      'wake_session',
       'write_file',
     ])
     const run = byName.get('run_python')!

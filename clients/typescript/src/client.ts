@@ -95,6 +95,21 @@ export class ReplcastClient {
     return this.json('POST', `/v1/sessions/${enc(id)}/restart`)
   }
 
+  /**
+   * Hibernates a runsc session: its state (namespace, workspace, cwd, env) goes to disk and its sandbox
+   * away, so it holds no memory until used again. Any later use wakes it; hibernating a hibernated
+   * session changes nothing. Throws ConflictError session_busy (code is running) or not_supported
+   * (a runtime that cannot checkpoint), ServerError checkpoint_space (no disk for the checkpoint).
+   */
+  hibernate(id: string): Promise<Session> {
+    return this.json('POST', `/v1/sessions/${enc(id)}/hibernate`)
+  }
+
+  /** Wakes a hibernated session now, ahead of its use (a live session is answered as it is). */
+  wake(id: string): Promise<Session> {
+    return this.json('POST', `/v1/sessions/${enc(id)}/wake`)
+  }
+
   /** Runs code (Python, or bash with `language: 'bash'`) and waits for it to end; the execution with all its events. */
   execute(sessionId: string, code: string, opts: Omit<ExecuteRequest, 'code'> = {}): Promise<Execution> {
     return this.json('POST', `/v1/sessions/${enc(sessionId)}/executions`, { code, ...opts })
