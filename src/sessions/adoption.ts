@@ -36,7 +36,7 @@ export interface AdoptionDeps {
   recorded: RecordedExecutions
   driven: DrivenLogs
   llmRequests?: LlmRequestHandler
-  engines: Pick<Engines, 'whereIs'>
+  engines: Pick<Engines, 'whereIs' | 'local'>
   processes: Pick<ProcessRunner, 'attach' | 'resume' | 'endRecorded'>
   sandboxes: Pick<SandboxSource, 'restore'>
   checkpoints: Pick<CheckpointStore, 'remove'>
@@ -313,10 +313,13 @@ export class Adoption {
     const where = await this.deps.engines.whereIs(rec)
     if (!where.here && where.instances.length) throw new SessionOnOtherEngine(where.engine, where.instances)
     const term = await this.claimLease(rec)
-    if (!where.here) return endStranded({ ...this.deps, instanceId: config.instanceId }, rec)
+    // A hibernated session is not bound to its engine: with none of its engine's instances left, it
+    // wakes here from its checkpoint (CHECKPOINT_DIR shared between the hosts; verified as anywhere).
     if (rec.status === 'hibernated') {
-      return wake({ ...this.deps, attach: (r, h, t) => this.attach(r, h, true, t), markDead: (sid, why) => this.markDead(sid, why) }, rec, term)
+      const here = { engine: this.deps.engines.local(), attach: (r: SessionRecord, h: SandboxHandle, t: string) => this.attach(r, h, true, t) }
+      return wake({ ...this.deps, ...here, markDead: (sid, why) => this.markDead(sid, why) }, rec, term)
     }
+    if (!where.here) return endStranded({ ...this.deps, instanceId: config.instanceId }, rec)
     const state = rec.container_id ? await driver.inspectExit(rec.container_id) : { running: false, oomKilled: false, exitCode: null }
     const all = await recorded.unfinished(rec)
     // An LLM turn lives only in the process that drives it: if that is not this one, nobody will end it.

@@ -27,6 +27,8 @@ export interface WakeDeps {
   sandboxes: Pick<SandboxSource, 'restore'>
   checkpoints: Pick<CheckpointStore, 'remove'>
   processes: Pick<ProcessRunner, 'resume'>
+  /** This instance's engine id ('' unknown): the woken session's engine from now on. */
+  engine: string
   attach: (rec: SessionRecord, handle: SandboxHandle, term: string) => LiveSession
   markDead: (sid: string, detail: string) => Promise<void>
 }
@@ -69,7 +71,8 @@ export async function wake(deps: WakeDeps, rec: SessionRecord, term: string): Pr
     throw new AppError('session_dead', why, { cause: err })
   }
   const restored = performance.now()
-  const woken: SessionRecord = { ...rec, container_id: handle.containerId }
+  const engine = deps.engine || rec.engine
+  const woken: SessionRecord = { ...rec, container_id: handle.containerId, ...(engine ? { engine } : {}) }
   const live = deps.attach(woken, handle, term)
   try {
     // The restored REPL answers before anything is sent its way: it is the one that was checkpointed, alive.
@@ -79,7 +82,7 @@ export async function wake(deps: WakeDeps, rec: SessionRecord, term: string): Pr
     await release()
     const why = `the session's restored sandbox did not answer (${err instanceof Error ? err.message : String(err)}); its checkpoint is kept`
     log.error({ err, sessionId: rec.id }, 'wake failed')
-    await stores.sessions.updateSession(rec.id, { container_id: handle.containerId })
+    await stores.sessions.updateSession(rec.id, { container_id: handle.containerId, ...(engine ? { engine } : {}) })
     await deps.markDead(rec.id, why)
     throw new AppError('session_dead', why, { cause: err })
   }
@@ -90,6 +93,7 @@ export async function wake(deps: WakeDeps, rec: SessionRecord, term: string): Pr
   await stores.sessions.updateSession(rec.id, {
     status: 'ready',
     container_id: handle.containerId,
+    ...(engine ? { engine } : {}),
     hibernated_at: null,
     checkpoint_digest: '',
     checkpoint_bytes: null,
