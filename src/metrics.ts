@@ -35,7 +35,7 @@ export function createMetrics() {
     }),
     hibernatedSessions: new Gauge({
       name: 'replcast_hibernated_sessions',
-      help: "Hibernated sessions whose checkpoint is on this instance's disk (CHECKPOINT_DIR)",
+      help: "Checkpoints on this instance's disk (CHECKPOINT_DIR): hibernated sessions', and refused ones kept for their dead session",
       registers: [registry],
       async collect() {
         const usage = await checkpointUsage.read?.()

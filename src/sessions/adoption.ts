@@ -52,6 +52,8 @@ export class Adoption {
   private readonly starting = new Map<string, Promise<LiveSession>>()
   /** Sessions being hibernated here: requests wait for the end, then find the session as it left it. */
   private readonly gates = new Map<string, Promise<unknown>>()
+  /** Sessions being woken here (their lease is held before their sandbox is attached). */
+  private readonly waking = new Set<string>()
 
   constructor(private readonly deps: AdoptionDeps) {}
 
@@ -243,6 +245,8 @@ export class Adoption {
     const leases = registry.ids().map((sid) => ({ sid, term: registry.get(sid)?.term ?? '' }))
     // Sessions being created are held too, whatever the term: a slow start must not let their lease lapse.
     for (const sid of this.starting.keys()) if (!registry.has(sid)) leases.push({ sid, term: '' })
+    // So are those being hibernated or woken: a large sandbox's checkpoint or restore takes longer than a lease.
+    for (const sid of [...this.gates.keys(), ...this.waking]) if (!registry.has(sid)) leases.push({ sid, term: '' })
     const holders = await stores.leases.renewLeases(leases, config.instanceId, config.LEASE_TTL_MS)
     for (const [sid, holder] of holders) {
       const live = registry.get(sid)
@@ -317,7 +321,12 @@ export class Adoption {
     // wakes here from its checkpoint (CHECKPOINT_DIR shared between the hosts; verified as anywhere).
     if (rec.status === 'hibernated') {
       const here = { engine: this.deps.engines.local(), attach: (r: SessionRecord, h: SandboxHandle, t: string) => this.attach(r, h, true, t) }
-      return wake({ ...this.deps, ...here, markDead: (sid, why) => this.markDead(sid, why) }, rec, term)
+      this.waking.add(rec.id)
+      try {
+        return await wake({ ...this.deps, ...here, markDead: (sid, why) => this.markDead(sid, why) }, rec, term)
+      } finally {
+        this.waking.delete(rec.id)
+      }
     }
     if (!where.here) return endStranded({ ...this.deps, instanceId: config.instanceId }, rec)
     const state = rec.container_id ? await driver.inspectExit(rec.container_id) : { running: false, oomKilled: false, exitCode: null }
