@@ -38,6 +38,8 @@ ROUTES: Dict[str, Tuple[str, str]] = {
     "delete_session": ("DELETE", "/v1/sessions/{id}"),
     "interrupt": ("POST", "/v1/sessions/{id}/interrupt"),
     "restart": ("POST", "/v1/sessions/{id}/restart"),
+    "hibernate": ("POST", "/v1/sessions/{id}/hibernate"),
+    "wake": ("POST", "/v1/sessions/{id}/wake"),
     "execute": ("POST", "/v1/sessions/{id}/executions"),
     "get_execution": ("GET", "/v1/sessions/{id}/executions/{eid}"),
     "events": ("GET", "/v1/sessions/{id}/executions/{eid}/events"),

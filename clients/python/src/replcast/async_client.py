@@ -138,9 +138,16 @@ class AsyncSessions:
         *,
         limits: Optional[Mapping[str, Any]] = None,
         env: Optional[Mapping[str, str]] = None,
+        idle_action: Optional[types.IdleAction] = None,
+        hibernated_ttl_s: Optional[int] = None,
     ) -> AsyncSession:
         """A new session. `async with await client.sessions.create() as s:` deletes it at the end."""
-        extra: Dict[str, Any] = {"limits": dict(limits) if limits else None, "env": dict(env) if env else None}
+        extra: Dict[str, Any] = {
+            "limits": dict(limits) if limits else None,
+            "env": dict(env) if env else None,
+            "idle_action": idle_action,
+            "hibernated_ttl_s": hibernated_ttl_s,
+        }
         body = session_body(idle_timeout_s, runtime, template, metadata, extra)
         return AsyncSession(self._client, cast(types.Session, (await self._client.request("create_session", json=body)).json()))
 

@@ -90,6 +90,16 @@ class AsyncSession:
         self.data = cast(types.Session, (await self._client.request("restart", id=self.id)).json())
         return self
 
+    async def hibernate(self) -> AsyncSession:
+        """Session.hibernate(), awaited: the state to disk, no memory held, woken by any later call."""
+        self.data = cast(types.Session, (await self._client.request("hibernate", id=self.id)).json())
+        return self
+
+    async def wake(self) -> AsyncSession:
+        """Session.wake(), awaited."""
+        self.data = cast(types.Session, (await self._client.request("wake", id=self.id)).json())
+        return self
+
     async def delete(self) -> None:
         await self._client.request("delete_session", id=self.id)
 

@@ -147,9 +147,18 @@ class Sessions:
         *,
         limits: Optional[Mapping[str, Any]] = None,
         env: Optional[Mapping[str, str]] = None,
+        idle_action: Optional[types.IdleAction] = None,
+        hibernated_ttl_s: Optional[int] = None,
     ) -> Session:
-        """A new session: its own sandbox and Python REPL. `with client.sessions.create() as s:` deletes it at the end."""
-        extra: Dict[str, Any] = {"limits": dict(limits) if limits else None, "env": dict(env) if env else None}
+        """A new session: its own sandbox and Python REPL. `with client.sessions.create() as s:` deletes it at the end.
+        `idle_action="hibernate"` (a runsc session): at its idle deadline it is hibernated instead of deleted,
+        and kept so for `hibernated_ttl_s` seconds (the server's default when None)."""
+        extra: Dict[str, Any] = {
+            "limits": dict(limits) if limits else None,
+            "env": dict(env) if env else None,
+            "idle_action": idle_action,
+            "hibernated_ttl_s": hibernated_ttl_s,
+        }
         body = session_body(idle_timeout_s, runtime, template, metadata, extra)
         return Session(self._client, cast(types.Session, self._client.request("create_session", json=body).json()))
 

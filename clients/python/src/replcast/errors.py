@@ -35,6 +35,8 @@ ERROR_CODES: Tuple[str, ...] = (
     "process_exited",
     "stdin_closed",
     "stdin_full",
+    "session_busy",
+    "not_supported",
     "too_many_terminals",
     "payload_too_large",
     "file_too_large",
@@ -52,6 +54,7 @@ ERROR_CODES: Tuple[str, ...] = (
     "unavailable",
     "capacity",
     "session_moving",
+    "checkpoint_space",
 )
 """The server's problem codes (src/errors.ts in the replcast repository; tests/test_drift.py keeps the two equal)."""
 
@@ -152,6 +155,14 @@ class StdinFullError(ConflictError):
     """stdin_full: the process has not read the stdin sent to it before; try again after `retry_after`."""
 
 
+class SessionBusyError(ConflictError):
+    """session_busy: the session is running code, so it cannot hibernate now (its execution goes on)."""
+
+
+class NotSupportedError(ConflictError):
+    """not_supported: the session's runtime cannot do this (hibernating a runc session); the detail says why."""
+
+
 class TooManyTerminalsError(ConflictError):
     """too_many_terminals: the session has as many open terminals as it may."""
 
@@ -188,6 +199,10 @@ class SandboxFailedError(ServerError):
     """sandbox_failed, template_unusable: a sandbox could not be started or reached."""
 
 
+class CheckpointSpaceError(ServerError):
+    """checkpoint_space (507): no disk space for a hibernation's checkpoint; the session runs on as it was."""
+
+
 class UnavailableError(ServerError):
     """unavailable, capacity, session_moving, llm_not_configured: not now, or not here."""
 
@@ -220,6 +235,8 @@ _BY_CODE: Dict[str, Type[ReplcastError]] = {
     "stdin_closed": StdinClosedError,
     "stdin_full": StdinFullError,
     "too_many_terminals": TooManyTerminalsError,
+    "session_busy": SessionBusyError,
+    "not_supported": NotSupportedError,
     "workspace_full": WorkspaceFullError,
     "file_too_large": FileTooLargeError,
     "quota_exceeded": QuotaExceededError,
@@ -230,6 +247,7 @@ _BY_CODE: Dict[str, Type[ReplcastError]] = {
     "capacity": UnavailableError,
     "session_moving": UnavailableError,
     "llm_not_configured": UnavailableError,
+    "checkpoint_space": CheckpointSpaceError,
 }
 
 _BY_STATUS: Dict[int, Type[ReplcastError]] = {

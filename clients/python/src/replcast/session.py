@@ -24,7 +24,7 @@ SSE = {"accept": "text/event-stream"}
 
 
 class Session:
-    """`id`, `status` (starting, ready, busy or dead, as last read: refresh() reads it again) and `data`,
+    """`id`, `status` (starting, ready, busy, hibernated or dead, as last read: refresh() reads it again) and `data`,
     the whole Session record (created_at, expires_at, limits, metadata, ...). `with` deletes it at the end."""
 
     def __init__(self, client: Client, data: types.Session) -> None:
@@ -88,6 +88,20 @@ class Session:
     def restart(self) -> Session:
         """A fresh interpreter and workspace, same id; also revives a dead session."""
         self.data = cast(types.Session, self._client.request("restart", id=self.id).json())
+        return self
+
+    def hibernate(self) -> Session:
+        """Puts a runsc session to sleep: its state (variables, modules, workspace files, cwd, environment)
+        to disk and its sandbox away, so it holds no memory; `status` becomes "hibernated". Any later
+        call (run, files, processes) wakes it with that state; wake() does it ahead of time. Hibernating
+        a hibernated session changes nothing. SessionBusyError while code runs, NotSupportedError for a
+        runc session, CheckpointSpaceError when the disk has no room (the session then runs on)."""
+        self.data = cast(types.Session, self._client.request("hibernate", id=self.id).json())
+        return self
+
+    def wake(self) -> Session:
+        """Wakes a hibernated session now, its state as it was (a live session is left as it is)."""
+        self.data = cast(types.Session, self._client.request("wake", id=self.id).json())
         return self
 
     def delete(self) -> None:
