@@ -120,7 +120,7 @@ export const ConfigSchema = Type.Object({
   TENANT_MAX_HIBERNATED_SESSIONS: Int(100, 1, 1 << 20, 'Hibernated sessions per tenant (they do not count in TENANT_MAX_SESSIONS)'),
   CHECKPOINT_DIR: Str(
     '.replcast/checkpoints',
-    "Where hibernated sessions' checkpoints are kept (owner-only; on the Docker engine's host, beside its data root; every API instance on one engine must use the same folder); relative paths start at the working directory",
+    "Where hibernated sessions' checkpoints are kept (owner-only; every API instance on one engine must use the same folder, and one folder shared by every engine's instances lets a hibernated session wake on another engine once its own has no instance left); relative paths start at the working directory",
   ),
   EXEC_TIMEOUT_S: Num(60, 0.1, 86400, 'Default execution timeout'),
   MAX_EXEC_TIMEOUT_S: Num(3600, 0.1, 86400, "Ceiling for an execution's timeout_s"),
