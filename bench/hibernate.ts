@@ -5,14 +5,13 @@
 // hibernated session costs at rest; BENCH_HIBERNATED sessions hibernated at once (disk, Redis and
 // API RSS per session, a random one's wake); and 20 woken at once. DOCKER_HOST must name an engine
 // that can checkpoint (experimental mode, runsc): scripts/setup.sh turns it on for the local one.
-import { execFileSync } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import Docker from 'dockerode'
 import { call, createSession, deleteSession, execute, inBatches, type Target } from './client.js'
 import { containerMemory, SANDBOX_MEMORY_MB } from './raw-docker.js'
-import { startRawPython, type RawPython } from './raw-checkpoint.js'
+import { folderBytes, startRawPython, type RawPython } from './raw-checkpoint.js'
 import type { Report } from './report.js'
 import { redisBytes, rssBytes, startServer, type BenchServer } from './server.js'
 import { summarize } from './stats.js'
@@ -110,10 +109,6 @@ async function raw(r: RawPython, rounds: number): Promise<Cycles & { start: numb
   return out
 }
 
-function du(path: string): number {
-  return Number(execFileSync('du', ['-sb', path]).toString().split('\t')[0])
-}
-
 /** One state (bare or heavy): ours against the raw container, the phases, the bytes on disk. */
 async function compare(
   report: Report,
@@ -209,7 +204,7 @@ export async function hibernate(report: Report): Promise<void> {
       note: left.length ? `${left.length} container(s) left` : 'no container: no process, no memory',
     })
     report.add(G, 'hibernated session: processes', left.length, '')
-    report.add(G, 'hibernated session: disk', du(join(store, bare)), 'bytes')
+    report.add(G, 'hibernated session: disk', await folderBytes(join(store, bare)), 'bytes')
     report.add(G, 'hibernated session: Redis', (await redisBytes(s.redis, `${s.prefix}{${bare}}`)).bytes, 'bytes', { note: 'its keys (record, executions)' })
     await deleteSession(s, bare)
 
@@ -264,7 +259,7 @@ async function many(report: Report, s: BenchServer, store: string, wakeAt1: numb
   report.add(G, `${n} sessions created and hibernated (4 at a time)`, (performance.now() - t0) / 1000, 's')
   const metrics = await (await fetch(`${s.base}/metrics`)).text()
   report.add(G, 'replcast_hibernated_sessions (metrics)', Number(/^replcast_hibernated_sessions(?:\{[^}]*\})? (\d+)/m.exec(metrics)?.[1] ?? NaN), '')
-  report.add(G, `hibernated x${n}: disk per session`, du(store) / n / 1e6, 'MB')
+  report.add(G, `hibernated x${n}: disk per session`, (await folderBytes(store)) / n / 1e6, 'MB')
   report.add(G, `hibernated x${n}: Redis per session`, ((await redisBytes(s.redis, s.prefix)).bytes - redis0) / n, 'bytes')
   report.add(G, `hibernated x${n}: API RSS`, rssBytes(s.pid) / 1e6, 'MB', {
     baseline: { name: 'before them', value: rss0 / 1e6 },

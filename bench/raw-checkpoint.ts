@@ -6,7 +6,7 @@
 // is hard-linked into a new container's checkpoints/ folder and that one is started from it.
 import Docker from 'dockerode'
 import { execFileSync } from 'node:child_process'
-import { mkdir, writeFile } from 'node:fs/promises'
+import { mkdir, readdir, stat, writeFile } from 'node:fs/promises'
 import { dirname, join } from 'node:path'
 import { PassThrough } from 'node:stream'
 import { containerConfig } from '../src/sandbox/container-spec.js'
@@ -117,15 +117,18 @@ export async function startRawPython(deployment: string, memoryMb: number): Prom
       return { startMs: started - s0, firstOutputMs: first.at - t0 }
     },
     async checkpointBytes() {
-      return Number(
-        execFileSync('du', ['-sb', folder(container.id)])
-          .toString()
-          .split('\t')[0],
-      )
+      return folderBytes(folder(container.id))
     },
     async remove() {
       io.sock.destroy()
       await container.remove({ force: true }).catch(() => undefined)
     },
   }
+}
+
+/** Bytes of the files under `dir` (a checkpoint's size as replcast counts it: its files' lengths). */
+export async function folderBytes(dir: string): Promise<number> {
+  let n = 0
+  for (const e of await readdir(dir, { withFileTypes: true, recursive: true })) if (e.isFile()) n += (await stat(join(e.parentPath, e.name))).size
+  return n
 }
