@@ -1,5 +1,6 @@
 // Several hosts with hibernation: two API instances on one Redis, each on its own Docker engine that
-// can checkpoint, sharing one CHECKPOINT_DIR. A session hibernated on engine 1 is not bound to it:
+// can checkpoint, sharing one CHECKPOINT_DIR. While engine 1 has an instance, a session hibernated
+// there wakes there, whichever instance the request reached; but it is not bound to engine 1:
 // once no instance is left on engine 1, a request at engine 2's instance wakes it there, its
 // checkpoint checked against the checksum kept in Redis (a changed one is refused there too), with
 // its state, its id, and engine 2 recorded as its engine from then on.
@@ -88,6 +89,12 @@ t.test('a session hibernated on engine 1 wakes on engine 2 once engine 1 has no 
     t.equal(r.body.status, 'hibernated', `${s} hibernated on engine 1`, { body: r.body })
   }
   t.equal((await containersOn(e1)).length, 0, 'no container is left on engine 1')
+  // While engine 1 has an instance, the session stays there: a request at B is served by A, which wakes it.
+  const viaB = await api(b.url, 'POST', `/v1/sessions/${sid}/executions`, { code: 'print(counter)' })
+  t.equal(stdoutText(viaB.body.events), '41\n', 'a request at engine 2 runs the code', { body: viaB.body })
+  t.equal(await engineOf(sid), e1id, 'woken on engine 1, its own, while an instance lives there')
+  t.equal((await containersOn(e2.docker)).length, 0, 'nothing on engine 2')
+  t.equal((await api(b.url, 'POST', `/v1/sessions/${sid}/hibernate`)).body.status, 'hibernated', 'hibernated again through B')
   // A changed checkpoint must be refused wherever it is restored.
   const dir = join(shared, 'store', tampered)
   for (const f of readdirSync(dir)) appendFileSync(join(dir, f), 'x')
