@@ -80,11 +80,13 @@ t.test('a session hibernated on engine 1 wakes on engine 2 once engine 1 has no 
 
   const sid = await createSession(a.url)
   const tampered = await createSession(a.url)
+  const restarted = await createSession(a.url)
   t.equal(await engineOf(sid), e1id, 'the session runs on engine 1')
   const set = await api(a.url, 'POST', `/v1/sessions/${sid}/executions`, { code: SETUP })
   t.equal(stdoutText(set.body.events), 'set\n')
   await api(a.url, 'POST', `/v1/sessions/${tampered}/executions`, { code: 'x = 1' })
-  for (const s of [sid, tampered]) {
+  await api(a.url, 'POST', `/v1/sessions/${restarted}/executions`, { code: 'y = 1' })
+  for (const s of [sid, tampered, restarted]) {
     const r = await api(a.url, 'POST', `/v1/sessions/${s}/hibernate`)
     t.equal(r.body.status, 'hibernated', `${s} hibernated on engine 1`, { body: r.body })
   }
@@ -140,4 +142,11 @@ t.test('a session hibernated on engine 1 wakes on engine 2 once engine 1 has no 
     [sid],
     'no container of the refused restore is left on engine 2',
   )
+
+  // A restart of a hibernated session whose engine has no instance left: a fresh sandbox on engine 2, which it then runs on.
+  const r = await api(b.url, 'POST', `/v1/sessions/${restarted}/restart`)
+  t.equal(r.status, 200, 'a hibernated session is restarted through engine 2', { body: r.body })
+  t.equal(await engineOf(restarted), e2.id, 'engine 2 is its engine now')
+  const fresh = await api(b.url, 'POST', `/v1/sessions/${restarted}/executions`, { code: "print(globals().get('y'))" })
+  t.equal(stdoutText(fresh.body.events), 'None\n', 'and it runs code in a fresh interpreter', { body: fresh.body })
 })

@@ -25,7 +25,7 @@ export interface HibernationDeps {
   driven: DrivenLogs
   adoption: Adoption
   checkpoints: CheckpointStore
-  engines: Pick<Engines, 'mustBeHere'>
+  engines: Pick<Engines, 'mustBeHere' | 'local'>
   sandboxes: Pick<SandboxSource, 'reserve'>
 }
 
@@ -120,6 +120,8 @@ export class Hibernation {
       hibernated_at: null,
       checkpoint_digest: '',
       checkpoint_bytes: null,
+      // Its engine may have had no instance left: the new sandbox is on this one's.
+      ...(this.deps.engines.local() ? { engine: this.deps.engines.local() } : {}),
     })
     await stores.sessions.setDeadline(rec.id, now + rec.idle_timeout_s * 1000)
     return live
