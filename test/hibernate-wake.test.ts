@@ -11,6 +11,7 @@ import { api, createSession, executeSse, readSse, stdoutOf, untilStdout } from '
 import { hibernate, startHibernationApp } from './helpers/hibernation.js'
 import { metricValue } from './helpers/metrics.js'
 import { outputOf, readOutput, startProcess } from './helpers/processes.js'
+import { openPty, shellOutput } from './helpers/pty.js'
 
 t.test('waking', async (t) => {
   const h = await startHibernationApp(t)
@@ -79,7 +80,7 @@ t.test('hibernated sessions count in max_hibernated_sessions, not max_sessions',
   t.equal((await api(h.url, 'POST', `/v1/sessions/${a}/wake`)).body.status, 'ready')
 })
 
-t.test('files, and a container left by a wake cut short', async (t) => {
+t.test('files and a terminal wake it; a container left by a wake cut short is swept', async (t) => {
   const h = await startHibernationApp(t)
   const sid = await createSession(h.url)
   t.equal((await api(h.url, 'PUT', `/v1/sessions/${sid}/files/notes.txt`, 'kept on disk', { headers: { 'content-type': 'text/plain' } })).status, 201)
@@ -88,6 +89,14 @@ t.test('files, and a container left by a wake cut short', async (t) => {
   t.equal(r.status, 200, 'reading a file wakes the session')
   t.equal(await r.text(), 'kept on disk')
   t.equal((await api(h.url, 'GET', `/v1/sessions/${sid}`)).body.status, 'ready')
+  // A terminal wakes it too; a hibernation ends it (as a delete or a restart does), and waits for its
+  // shell to be gone: a checkpoint holding the shell's host descriptors could not be restored.
+  await hibernate(t, h.url, sid)
+  const pty = await openPty(h.url, sid)
+  t.equal((await shellOutput(pty, 'cat notes.txt')).trim(), 'kept on disk', 'a terminal wakes the session')
+  await hibernate(t, h.url, sid)
+  t.ok((await pty.closed).code, 'the terminal was closed by the hibernation')
+  t.equal(stdoutOf((await executeSse(h.url, sid, "print(open('notes.txt').read())")).events), 'kept on disk\n', 'and the session wakes')
   // A crash between a restore's start and its record: a container under the session's name, the session still hibernated.
   await hibernate(t, h.url, sid)
   const docker = new Docker()
@@ -98,7 +107,8 @@ t.test('files, and a container left by a wake cut short', async (t) => {
   })
   await h.restart()
   t.equal((await containersOf(h.deployment)).length, 0, 'the start-up sweep removed it')
-  t.equal(stdoutOf((await executeSse(h.url, sid, 'print(6 * 7)')).events), '42\n', 'and the session wakes')
+  const woke = await executeSse(h.url, sid, 'print(6 * 7)')
+  t.equal(stdoutOf(woke.events), '42\n', 'and the session wakes', { events: woke.events, session: (await api(h.url, 'GET', `/v1/sessions/${sid}`)).body })
   await docker
     .getContainer(left.id)
     .remove({ force: true })

@@ -83,6 +83,20 @@ export class DockerSandboxDriver implements SandboxDriver {
     await this.call('checkpoint', (abortSignal) => writeCheckpoint(this.docker.getContainer(containerId), dir, abortSignal))
   }
 
+  async runningExecs(containerId: string): Promise<number> {
+    const info = await this.call('inspect', (abortSignal) => this.docker.getContainer(containerId).inspect({ abortSignal }))
+    const execs = await Promise.all(
+      (info.ExecIDs ?? []).map((id) =>
+        this.call('exec inspect', () => this.docker.getExec(id).inspect()).then(
+          (e) => e.Running,
+          // Gone meanwhile: it runs no more.
+          () => false,
+        ),
+      ),
+    )
+    return execs.filter(Boolean).length
+  }
+
   /** Throws CheckpointError, the engine's error or TimeoutError; on any failure the new container is removed again. */
   async restore(spec: SandboxSpec, dir: string): Promise<RestoredSandbox> {
     const facts = await this.checkpointFacts()

@@ -80,6 +80,12 @@ export interface SandboxDriver {
    * (then the sandbox runs on as it was) or TimeoutError.
    */
   checkpoint(containerId: string, dir: string): Promise<void>
+  /**
+   * Programs running in the sandbox beside its REPL (Docker: execs: a terminal's shell, the workspace
+   * file program). A checkpoint taken while one runs holds its host file descriptors and cannot be
+   * restored, so none may run then.
+   */
+  runningExecs(containerId: string): Promise<number>
   /** Creates a sandbox like create() and starts it from the checkpoint in `dir`, its REPL channel attached first (no `ready` comes); on failure nothing is left. */
   restore(spec: SandboxSpec, dir: string): Promise<RestoredSandbox>
   /** Attaches again to a running sandbox (after an API restart, or another instance's death). */

@@ -162,6 +162,11 @@ export class Adoption {
     }
   }
 
+  /** Resolves once no hibernation of the session runs here (at once when none does). */
+  async settled(id: string): Promise<void> {
+    await this.gates.get(id)
+  }
+
   /**
    * Runs `work` (a hibernation: the sandbox is let go and checkpointed) while requests for the
    * session wait for its end; then they attach to it as Redis then has it (woken, if hibernated).

@@ -30,7 +30,7 @@ export interface FileEntry {
 export interface FilesDeps {
   config: Config
   stores: Pick<Stores, 'sessions'>
-  sessions: Pick<SessionService, 'record' | 'usable'>
+  sessions: Pick<SessionService, 'record' | 'usable' | 'settled'>
   files: SandboxFiles
   log: Logger
   /** Files move only on the session's own engine: elsewhere the request must go to an instance there. */
@@ -175,6 +175,7 @@ export class SessionFiles {
 
   /** The tenant's session (any tenant's for null), alive. Throws session_not_found, session_dead. */
   private async live(tenant: string | null, sid: string): Promise<SessionRecord> {
+    await this.deps.sessions.settled(sid)
     const rec = tenant === null ? await this.deps.stores.sessions.getSession(sid) : await this.deps.sessions.record(tenant, sid)
     if (!rec) throw new AppError('session_not_found', `no session ${sid}`)
     // A hibernated session's files are in its checkpoint: it wakes first.

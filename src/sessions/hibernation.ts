@@ -14,6 +14,10 @@ import type { CheckpointStore, Engines, SandboxSource } from './supply/index.js'
 import type { SessionRegistry } from './registry.js'
 import { roundAll } from './wake.js'
 
+/** How long a hibernation waits for the sandbox's terminals and file transfers to end once it let the session go. */
+const EXECS_END_MS = 5000
+const EXECS_POLL_MS = 50
+
 export interface HibernationDeps {
   config: Config
   stores: Pick<Stores, 'sessions' | 'leases'>
@@ -141,6 +145,16 @@ export class Hibernation {
       )
   }
 
+  /** Waits (a bounded time) until nothing runs in the sandbox beside its REPL; false when something still does. */
+  private async execsEnded(containerId: string): Promise<boolean> {
+    const until = Date.now() + EXECS_END_MS
+    for (;;) {
+      if ((await this.deps.driver.runningExecs(containerId)) === 0) return true
+      if (Date.now() >= until) return false
+      await new Promise((resolve) => setTimeout(resolve, EXECS_POLL_MS))
+    }
+  }
+
   private refuseBusy(live: LiveSession): void {
     if (this.deps.runner.isBusy(live) || this.deps.driven.drivesSession(live.id))
       throw new AppError('session_busy', 'the session is running code; hibernate it when its executions have ended (or interrupt them)')
@@ -153,7 +167,10 @@ export class Hibernation {
     const containerId = live.containerId
     const t0 = performance.now()
     live.state = 'stopping'
+    // Its terminals end with the release (as with a delete or a restart); the checkpoint waits until
+    // their shells, and a file transfer under way, are gone.
     registry.release(live)
+    if (!(await this.execsEnded(containerId))) throw new StillRunning(busyExecs())
     await stores.sessions.updateSession(rec.id, { hibernating_at: Date.now() })
     const part = await checkpoints.partDir(rec.id)
     try {
@@ -200,6 +217,10 @@ export class Hibernation {
     log.info({ sessionId: rec.id, bytes: sealed.bytes, ms: roundAll(ms) }, 'session hibernated')
     return { ...rec, ...fields }
   }
+}
+
+function busyExecs(): AppError {
+  return new AppError('session_busy', 'a terminal or a file transfer is open in the session; hibernate it once they have ended')
 }
 
 /** A checkpoint failed and the sandbox still runs: the caller attaches to it again once requests may. */

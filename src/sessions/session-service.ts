@@ -296,6 +296,11 @@ export class SessionService {
     return rec
   }
 
+  /** Resolves once no hibernation of the session runs here: a file transfer started meanwhile would spoil its checkpoint. */
+  settled(id: string): Promise<void> {
+    return this.deps.adoption.settled(id)
+  }
+
   /** A session the caller can run code in: attached here (adopting it if its lease is free), alive. */
   async usable(rec: SessionRecord): Promise<LiveSession> {
     if (rec.status === 'dead') throw new AppError('session_dead', rec.status_detail || "the session's sandbox has died; restart it or create a new session")
