@@ -158,5 +158,13 @@ t.test('the playground hibernates a runsc session and the next run wakes it with
   t.equal(await page.getByTestId('session').textContent(), `session ${sid}`, 'the same session')
   t.equal((await api(h.url, 'GET', `/v1/sessions/${sid}`)).body.status, 'ready')
   t.notOk(await page.getByTestId('hibernate').isDisabled(), 'it can hibernate again')
+
+  // Hibernated elsewhere (another client, or the server at the idle deadline): the page shows it when looked at again.
+  t.equal((await api(h.url, 'POST', `/v1/sessions/${sid}/hibernate`)).status, 200)
+  await page.evaluate(() => document.dispatchEvent(new Event('visibilitychange')))
+  await page.waitForFunction(() => (document.querySelector('[data-testid="session-state"]') as HTMLElement).dataset.state === 'hibernated')
+  t.equal(await runCell(page, 'print(kept)'), 'ok')
+  t.equal(await page.locator('[data-testid="output"] pre.stdout').textContent(), 'set before\n', 'woken again, the variable kept')
+  t.equal(await page.getByTestId('session-state').getAttribute('data-state'), 'ready')
   t.same(pageErrors, [], 'no script errors in the page')
 })

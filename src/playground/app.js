@@ -242,13 +242,25 @@ async function run() {
   }
 }
 
-/** Reads the session again and shows its state (after a failed wake: dead, with the reason in the output). */
+/** A Session as the API answers it: its status, and since when it is hibernated. */
+function showSession(s) {
+  const at = s.hibernated_at ? ` ${new Date(s.hibernated_at).toLocaleTimeString()}` : ''
+  setSessionState(s.status, s.status === 'hibernated' ? `hibernated${at}` : s.status)
+}
+
+/**
+ * Reads the session again and shows its state: after a failed wake (dead), or when the page is looked
+ * at again (the server may have hibernated it at its idle deadline, or deleted it).
+ */
 async function refreshSession() {
+  const id = sessionId
   try {
-    const s = await (await api('GET', `/v1/sessions/${sessionId}`)).json()
-    setSessionState(s.status === 'busy' ? 'ready' : s.status)
+    const s = await (await api('GET', `/v1/sessions/${id}`)).json()
+    if (id === sessionId && !running) showSession(s)
   } catch (err) {
-    append('div', 'note', `session: ${err.message}`)
+    if (id !== sessionId) return
+    append('div', 'note', `session ${id}: ${err.message}`)
+    if (err.code === 'session_not_found') setSession(null)
   }
 }
 
@@ -259,9 +271,7 @@ async function hibernate() {
   setSessionState('hibernating', 'hibernating')
   runButton.disabled = true
   try {
-    const s = await (await api('POST', `/v1/sessions/${sessionId}/hibernate`)).json()
-    const at = s.hibernated_at ? new Date(s.hibernated_at).toLocaleTimeString() : ''
-    setSessionState(s.status, s.status === 'hibernated' ? `hibernated ${at}`.trim() : s.status)
+    showSession(await (await api('POST', `/v1/sessions/${sessionId}/hibernate`)).json())
   } catch (err) {
     append('div', 'note', `hibernate: ${err.message}`)
     setSessionState('ready')
@@ -304,6 +314,9 @@ closeTerminalButton.addEventListener('click', () => terminal.close())
 runButton.addEventListener('click', () => void run())
 interruptButton.addEventListener('click', () => void interrupt())
 hibernateButton.addEventListener('click', () => void hibernate())
+document.addEventListener('visibilitychange', () => {
+  if (document.visibilityState === 'visible' && sessionId && !running) void refreshSession()
+})
 $('new-session').addEventListener('click', () => {
   terminal.close()
   if (sessionId) void api('DELETE', `/v1/sessions/${sessionId}`).catch(() => undefined)
