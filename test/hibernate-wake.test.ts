@@ -12,6 +12,7 @@ import { hibernate, startHibernationApp } from './helpers/hibernation.js'
 import { metricValue } from './helpers/metrics.js'
 import { outputOf, readOutput, startProcess } from './helpers/processes.js'
 import { openPty, shellOutput } from './helpers/pty.js'
+import { waitFor } from './helpers/wait.js'
 
 t.test('waking', async (t) => {
   const h = await startHibernationApp(t)
@@ -113,4 +114,14 @@ t.test('files and a terminal wake it; a container left by a wake cut short is sw
     .getContainer(left.id)
     .remove({ force: true })
     .catch(() => undefined)
+})
+
+t.test('a session that took a warm-pool sandbox hibernates and wakes like any other', async (t) => {
+  const h = await startHibernationApp(t, { SANDBOX_POOL_SIZE: '1' })
+  t.ok(await waitFor(async () => (await metricValue(h.url, 'replcast_pool_sandboxes', { state: 'ready' })) === 1, 30000), 'the pool is ready')
+  const sid = await createSession(h.url)
+  t.equal(await metricValue(h.url, 'replcast_pool_takes_total', { result: 'hit' }), 1, 'the session took the pooled sandbox')
+  await executeSse(h.url, sid, "pooled = 'yes'")
+  await hibernate(t, h.url, sid)
+  t.equal(stdoutOf((await executeSse(h.url, sid, 'print(pooled)')).events), 'yes\n')
 })
