@@ -81,7 +81,9 @@ export class Reaper {
   async removeOrphans(): Promise<void> {
     const { stores, driver, config, log } = this.deps
     const known = await stores.sessions.allSessionIds()
-    const asleep = async (sid: string) => (await stores.sessions.getSession(sid))?.status === 'hibernated' && !(await stores.leases.leaseHolder(sid))
+    // Run at start: a lease still in this instance's name is its former life's, cut short.
+    const waking = async (sid: string) => ![null, config.instanceId].includes(await stores.leases.leaseHolder(sid))
+    const asleep = async (sid: string) => (await stores.sessions.getSession(sid))?.status === 'hibernated' && !(await waking(sid))
     for (const c of await driver.listManaged(config.REPLCAST_DEPLOYMENT)) {
       // Warm-pool containers carry no session label: the pool's sweep (pool-sweep.ts) decides on them.
       if (c.pooled || (known.has(c.sessionId) && !(await asleep(c.sessionId)))) continue
