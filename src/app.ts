@@ -31,6 +31,7 @@ import { streamTokenSecret } from './http/stream-token.js'
 import { parseQuery } from './http/query.js'
 import { installOriginFormOnly } from './http/request-target.js'
 import { sessionRoutes } from './http/routes/sessions.js'
+import { snapshotRoutes } from './http/routes/snapshots.js'
 import { executionRoutes } from './http/routes/executions.js'
 import { oneShotRoutes } from './http/routes/one-shot.js'
 import { fileRoutes } from './http/routes/files.js'
@@ -134,7 +135,8 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     metrics.httpSeconds.observe({ method: req.method, route: req.routeOptions.url ?? 'unknown', status: String(reply.statusCode) }, reply.elapsedTime / 1000)
   })
 
-  await app.register(sessionRoutes, { sessions, executions })
+  await app.register(sessionRoutes, { sessions, executions, snapshots: layer.snapshots })
+  await app.register(snapshotRoutes, { snapshots: layer.snapshots })
   await app.register(executionRoutes, { executions, streams, secret: streamTokenSecret(stores.leases) })
   await app.register(fileRoutes, { files: layer.files, maxDrainBytes: config.MAX_FILE_BYTES })
   await app.register(processRoutes, { processes: layer.processes, streams })

@@ -6,12 +6,19 @@ interface CheckpointUsageSource {
   read: (() => Promise<{ checkpoints: number; bytes: number }>) | null
 }
 
+/** Every tenant's snapshots and their bytes, read from Redis when /metrics is (set by the sessions layer). */
+interface SnapshotUsageSource {
+  read: (() => Promise<{ snapshots: number; bytes: number }>) | null
+}
+
 export function createMetrics() {
   const registry = new Registry()
   collectDefaultMetrics({ register: registry })
   const checkpointUsage: CheckpointUsageSource = { read: null }
+  const snapshotUsage: SnapshotUsageSource = { read: null }
   return {
     checkpointUsage,
+    snapshotUsage,
     registry,
     /** Set by the session registry. */
     sessionsAttached: new Gauge({ name: 'replcast_sessions_attached', help: 'Sessions attached to this instance', registers: [registry] }),
@@ -40,6 +47,24 @@ export function createMetrics() {
       async collect() {
         const usage = await checkpointUsage.read?.()
         if (usage) this.set(usage.checkpoints)
+      },
+    }),
+    snapshots: new Gauge({
+      name: 'replcast_snapshots',
+      help: 'Snapshots kept (every tenant, every instance)',
+      registers: [registry],
+      async collect() {
+        const usage = await snapshotUsage.read?.()
+        if (usage) this.set(usage.snapshots)
+      },
+    }),
+    snapshotBytes: new Gauge({
+      name: 'replcast_snapshot_bytes',
+      help: "Bytes of the snapshots' checkpoints (every tenant)",
+      registers: [registry],
+      async collect() {
+        const usage = await snapshotUsage.read?.()
+        if (usage) this.set(usage.bytes)
       },
     }),
     checkpointBytes: new Gauge({

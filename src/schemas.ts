@@ -12,6 +12,7 @@ const Id = (prefix: string, description: string) => Type.String({ pattern: `^${p
 export const SessionId = Id('ses', 'Session id')
 export const ExecutionId = Id('exe', 'Execution id')
 export const ProcessId = Id('prc', 'Process id')
+export const SnapshotId = Id('snp', 'Snapshot id')
 
 export const Runtime = Type.Union([Type.Literal('runc'), Type.Literal('runsc')], {
   $id: 'Runtime',
@@ -70,6 +71,11 @@ export const CreateSessionBody = Type.Object(
     ),
     metadata: Type.Optional(Metadata),
     template: Type.Optional(TemplateName),
+    snapshot_id: Type.Optional({
+      ...SnapshotId,
+      description:
+        "Start from this snapshot: the new session's state is the snapshot's (its runtime, template, limits and env are the snapshot's, so those fields may not be given with it)",
+    }),
   },
   { $id: 'CreateSessionRequest', additionalProperties: false },
 )
@@ -105,6 +111,44 @@ export const SessionList = Type.Object(
   },
   { $id: 'SessionList' },
 )
+
+export const CreateSnapshotBody = Type.Object(
+  { name: Type.Optional(Type.String({ maxLength: 200, description: 'A label of your own' })) },
+  { $id: 'CreateSnapshotRequest', additionalProperties: false },
+)
+
+export const Snapshot = Type.Object(
+  {
+    id: SnapshotId,
+    session_id: { ...SessionId, description: 'The session it was taken from (which may be gone since)' },
+    name: Type.String(),
+    created_at: Type.String({ format: 'date-time' }),
+    expires_at: Type.String({ format: 'date-time', description: 'When it is deleted with its checkpoint unless deleted before' }),
+    bytes: Type.Integer({ minimum: 0, description: 'Bytes of its checkpoint on disk (counted in max_snapshot_bytes)' }),
+    runtime: ref(Runtime),
+    template: Type.String({ description: 'The sandbox template of the session it was taken from' }),
+  },
+  { $id: 'Snapshot', additionalProperties: false },
+)
+
+export const SnapshotList = Type.Object(
+  {
+    snapshots: Type.Array(ref(Snapshot)),
+    next_cursor: Type.Union([Type.String(), Type.Null()], { description: 'Pass as ?cursor= for the next page; null at the end' }),
+  },
+  { $id: 'SnapshotList' },
+)
+
+export const ForkBody = Type.Object(
+  {
+    count: Type.Optional(Type.Integer({ minimum: 1, maximum: 16, default: 1, description: 'How many copies' })),
+    idle_timeout_s: Type.Optional(Type.Integer({ minimum: 1, description: "Each copy's idle seconds before it is reaped (default: the parent's)" })),
+    metadata: Type.Optional(Metadata),
+  },
+  { $id: 'ForkRequest', additionalProperties: false },
+)
+
+export const ForkResult = Type.Object({ sessions: Type.Array(ref(Session)) }, { $id: 'ForkResult', additionalProperties: false })
 
 export const ExecuteBody = Type.Object(
   {
@@ -317,6 +361,8 @@ export const FileList = Type.Object(
 export type SessionT = Static<typeof Session>
 export type LimitsT = Static<typeof Limits>
 export type CreateSessionBodyT = Static<typeof CreateSessionBody>
+export type SnapshotT = Static<typeof Snapshot>
+export type ForkBodyT = Static<typeof ForkBody>
 export type OneShotBodyT = Static<typeof OneShotBody>
 export type ExecutionT = Static<typeof Execution>
 export type DoneStatusT = Static<typeof DoneStatus>

@@ -23,6 +23,8 @@ export const TenantLimitsOverride = Type.Object(
     max_idle_timeout_s: Type.Optional(PosInt('Ceiling for idle_timeout_s')),
     max_hibernated_sessions: Type.Optional(PosInt('Hibernated sessions (not counted in max_sessions)')),
     max_hibernated_ttl_s: Type.Optional(PosInt('Ceiling for hibernated_ttl_s')),
+    max_snapshots: Type.Optional(PosInt('Snapshots kept at once')),
+    max_snapshot_bytes: Type.Optional(Type.Integer({ minimum: 1024 * 1024, maximum: 2 ** 50, description: "Bytes of the snapshots' checkpoint files in all" })),
     max_processes: Type.Optional(Type.Integer({ minimum: 1, maximum: 1024, description: 'Background processes running at once in one session' })),
     max_event_bytes: Type.Optional(
       Type.Integer({
@@ -57,6 +59,8 @@ export interface TenantDefaultsSource {
   MAX_IDLE_TIMEOUT_S: number
   TENANT_MAX_HIBERNATED_SESSIONS: number
   MAX_HIBERNATED_TTL_S: number
+  TENANT_MAX_SNAPSHOTS: number
+  TENANT_MAX_SNAPSHOT_BYTES: number
   MAX_PROCESSES: number
   TENANT_MAX_EVENT_BYTES: number
   TENANT_LLM_CALLS_PER_MINUTE: number
@@ -105,6 +109,8 @@ function defaultsFromConfig(c: TenantDefaultsSource): TenantLimits {
     max_idle_timeout_s: c.MAX_IDLE_TIMEOUT_S,
     max_hibernated_sessions: c.TENANT_MAX_HIBERNATED_SESSIONS,
     max_hibernated_ttl_s: c.MAX_HIBERNATED_TTL_S,
+    max_snapshots: c.TENANT_MAX_SNAPSHOTS,
+    max_snapshot_bytes: c.TENANT_MAX_SNAPSHOT_BYTES,
     max_processes: c.MAX_PROCESSES,
     max_event_bytes: c.TENANT_MAX_EVENT_BYTES,
     llm_calls_per_minute: c.TENANT_LLM_CALLS_PER_MINUTE,

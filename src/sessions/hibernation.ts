@@ -41,7 +41,7 @@ export class Hibernation {
    * Throws session_dead, not_supported, session_busy, quota_exceeded, checkpoint_space,
    * sandbox_failed (the checkpoint failed; the session runs on as it was), session_moving.
    */
-  async hibernate(rec: SessionRecord): Promise<SessionRecord> {
+  async hibernate(rec: SessionRecord, keep?: KeepCheckpoint): Promise<SessionRecord> {
     const { driver, adoption, stores, config } = this.deps
     if (rec.status === 'hibernated') return rec
     if (rec.status === 'dead') throw new AppError('session_dead', rec.status_detail || "the session's sandbox has died; there is nothing to hibernate")
@@ -60,7 +60,7 @@ export class Hibernation {
     try {
       return await adoption.gated(rec.id, async () => {
         try {
-          return await this.checkpoint(rec, live)
+          return await this.checkpoint(rec, live, keep)
         } catch (err) {
           running = err instanceof StillRunning
           throw err instanceof StillRunning ? err.error : err
@@ -160,7 +160,7 @@ export class Hibernation {
       throw new AppError('session_busy', 'the session is running code; hibernate it when its executions have ended (or interrupt them)')
   }
 
-  private async checkpoint(rec: SessionRecord, live: LiveSession): Promise<SessionRecord> {
+  private async checkpoint(rec: SessionRecord, live: LiveSession, keep?: KeepCheckpoint): Promise<SessionRecord> {
     const { driver, stores, checkpoints, registry, config, log } = this.deps
     // Checked again now that requests wait: nothing may have started since.
     this.refuseBusy(live)
@@ -205,6 +205,8 @@ export class Hibernation {
       hibernating_at: null,
     }
     const kept = await stores.sessions.hibernated(rec, fields, now + ttl * 1000)
+    // A snapshot or a fork copies the checkpoint while the lease is held and requests wait: no wake can take it meanwhile.
+    if (kept && keep) await keep(checkpoints.dir(rec.id))
     await driver.remove(containerId)
     const removed = performance.now()
     await Promise.all([stores.leases.releaseLease(rec.id, config.instanceId), stores.leases.removeInstanceSession(config.instanceId, rec.id)])
@@ -218,6 +220,9 @@ export class Hibernation {
     return { ...rec, ...fields }
   }
 }
+
+/** Copies a checkpoint just written (snapshots.ts); it never throws (a failure is the caller's to report). */
+export type KeepCheckpoint = (dir: string) => Promise<void>
 
 function busyExecs(): AppError {
   return new AppError('session_busy', 'a terminal or a file transfer is open in the session; hibernate it once they have ended')

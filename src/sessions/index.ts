@@ -20,8 +20,10 @@ import { ProcessRunner, Processes } from './processes/index.js'
 import { SessionTerminals } from './terminals.js'
 import { Hibernation } from './hibernation.js'
 import { CheckpointSweep } from './checkpoint-sweep.js'
+import { Snapshots } from './snapshots.js'
 
 export type { SessionService } from './session-service.js'
+export type { Snapshots } from './snapshots.js'
 export type { SessionFiles } from './files.js'
 export type { OneShots } from './one-shot.js'
 export type { Processes } from './processes/index.js'
@@ -43,6 +45,8 @@ export interface SessionLayerDeps {
 
 export interface SessionLayer {
   sessions: SessionService
+  /** Snapshots of sessions, sessions started from them, forks. */
+  snapshots: Snapshots
   executions: Executions
   /** POST /v1/execute: code in a fresh sandbox (from the warm pool), removed after its `done`. */
   oneShots: OneShots
@@ -91,8 +95,8 @@ export function createSessionLayer(deps: SessionLayerDeps): SessionLayer {
   const driven = new DrivenLogs(stores, feed)
   const capacity = new HostCapacity(driver.memory, config.HOST_MEMORY_SHARE, log)
   const checkpoints = new CheckpointStore(config.CHECKPOINT_DIR)
-  const checkpointSweep = new CheckpointSweep({ stores, checkpoints, log: log.child({ component: 'checkpoints' }) })
   metrics.checkpointUsage.read = () => checkpoints.usage()
+  metrics.snapshotUsage.read = () => stores.snapshots.usage()
   const engines = new Engines({ config, driver, capacity, store: stores.engines, log: log.child({ component: 'engines' }), records: stores.sessions })
   const templates = new TemplateImages(config, driver, log)
   const pool = new WarmPool({ config, driver, log: log.child({ component: 'pool' }), metrics, capacity, templates, poolStore: stores.pool })
@@ -131,6 +135,8 @@ export function createSessionLayer(deps: SessionLayerDeps): SessionLayer {
     hibernation,
     checkpoints,
   })
+  const snapshots = new Snapshots({ config, stores, driver, sessions, checkpoints, log: log.child({ component: 'snapshots' }), engine: () => engines.local() })
+  const checkpointSweep = new CheckpointSweep({ stores, checkpoints, snapshots, log: log.child({ component: 'checkpoints' }) })
   const executions = new Executions({ config, stores, feed, sessions, registry, adoption, runner, driven })
   const workspace = driver.workspaceFiles(config.SANDBOX_USER, config.FILE_STALL_TIMEOUT_MS)
   const files = new SessionFiles({ config, stores, sessions, files: workspace, log: log.child({ component: 'files' }), engines })
@@ -166,6 +172,7 @@ export function createSessionLayer(deps: SessionLayerDeps): SessionLayer {
 
   return {
     sessions,
+    snapshots,
     executions,
     oneShots,
     files,

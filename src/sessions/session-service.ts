@@ -17,7 +17,7 @@ import type { Metrics } from '../metrics.js'
 import type { SessionRegistry } from './registry.js'
 import { toSession } from './views.js'
 import { DEFAULT_TEMPLATE } from '../templates.js'
-import type { Hibernation } from './hibernation.js'
+import type { Hibernation, KeepCheckpoint } from './hibernation.js'
 
 export interface SessionServiceDeps {
   config: Config
@@ -225,9 +225,9 @@ export class SessionService {
   }
 
   /** Hibernates the session (see Hibernation.hibernate), after restarts and deletions before it. */
-  async hibernate(tenant: string, id: string): Promise<SessionT> {
+  async hibernate(tenant: string, id: string, keep?: KeepCheckpoint): Promise<SessionT> {
     await this.record(tenant, id)
-    return this.inTurn(id, async () => toSession(await this.deps.hibernation.hibernate(await this.record(tenant, id))))
+    return this.inTurn(id, async () => toSession(await this.deps.hibernation.hibernate(await this.record(tenant, id), keep)))
   }
 
   /** Hibernates a session at its idle deadline (the reaper), as hibernate() does; one gone meanwhile is left. */

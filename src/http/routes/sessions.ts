@@ -1,13 +1,16 @@
-// Session routes: create, list, get, delete, interrupt, restart, hibernate, wake.
+// Session routes: create (from a snapshot too), list, get, delete, interrupt, restart, hibernate, wake.
 import type { FastifyInstance, FastifyReply } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import { CreateSessionBody, Session, SessionList } from '../../schemas.js'
-import type { Executions, SessionService } from '../../sessions/index.js'
+import type { Executions, SessionService, Snapshots } from '../../sessions/index.js'
 import { problems, ref, SessionParams } from '../schema-refs.js'
 import { bindRequestLog } from '../request-log.js'
 
-export async function sessionRoutes(app: FastifyInstance, { sessions, executions }: { sessions: SessionService; executions: Executions }): Promise<void> {
+export async function sessionRoutes(
+  app: FastifyInstance,
+  { sessions, executions, snapshots }: { sessions: SessionService; executions: Executions; snapshots: Snapshots },
+): Promise<void> {
   const r = app.withTypeProvider<TypeBoxTypeProvider>()
   const tags = ['sessions']
   const security = [{ bearer: [] }]
@@ -29,8 +32,12 @@ export async function sessionRoutes(app: FastifyInstance, { sessions, executions
         response: {
           201: { ...ref(Session), description: 'The session, ready for code' },
           ...problems(
+            'bad_request',
             'limit_exceeded',
             'runtime_unavailable',
+            'snapshot_not_found',
+            'snapshot_refused',
+            'session_dead',
             'unknown_template',
             'not_supported',
             'quota_exceeded',
@@ -42,7 +49,8 @@ export async function sessionRoutes(app: FastifyInstance, { sessions, executions
       },
     },
     async (req, reply) => {
-      const s = await sessions.create(req.tenant, req.body ?? {})
+      const body = req.body ?? {}
+      const s = body.snapshot_id ? await snapshots.createSession(req.tenant, body) : await sessions.create(req.tenant, body)
       bindRequestLog(req, { sessionId: s.id })
       reply.code(201).header('location', `/v1/sessions/${s.id}`)
       return s

@@ -4,13 +4,16 @@
 // and contents, in a stable order), kept in Redis with the session, is checked before each restore.
 import { createHash, randomBytes } from 'node:crypto'
 import { createReadStream } from 'node:fs'
-import { chmod, lstat, mkdir, readdir, rename, rm, stat, statfs } from 'node:fs/promises'
+import { chmod, copyFile, link, lstat, mkdir, readdir, rename, rm, stat, statfs } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 
 /** A folder younger than this is never swept: a hibernation may be about to name it in Redis. */
 const SWEEP_GRACE_MS = 10 * 60 * 1000
 /** Session ids are safe file names (ids.ts); anything else in a path is refused. */
 const SAFE_NAME = /^[A-Za-z0-9_-]{1,64}$/
+
+/** Snapshots' folders (and forks' copies, which are named like them) share the root with sessions'. */
+export const SNAPSHOT_PREFIX = 'snp_'
 
 /** The checkpoint does not match the checksum recorded with its session (changed, truncated, or missing). */
 export class CheckpointMismatch extends Error {
@@ -58,6 +61,21 @@ export class CheckpointStore {
     return sum
   }
 
+  /**
+   * A copy of the folder `from` (hard links: checkpoint files are never written again) under a new
+   * part name for `id`; seal() or place() names it. Snapshots and forks copy a checkpoint so.
+   */
+  async linkCopy(from: string, id: string): Promise<string> {
+    const part = await this.partDir(id)
+    await linkTree(from, part)
+    return part
+  }
+
+  /** Names a copy made by linkCopy whose checksum is known already (a fork's or a restored snapshot's). */
+  async place(part: string, id: string): Promise<void> {
+    await rename(part, this.dir(id))
+  }
+
   /** Throws CheckpointMismatch unless the session's checkpoint has exactly the recorded checksum. */
   async verify(sid: string, digest: string): Promise<void> {
     let sum: SealedCheckpoint
@@ -93,7 +111,8 @@ export class CheckpointStore {
     let checkpoints = 0
     let bytes = 0
     for (const name of await readdir(this.root).catch(() => [])) {
-      if (!SAFE_NAME.test(name)) continue
+      // Snapshots are counted from their records (replcast_snapshots).
+      if (!SAFE_NAME.test(name) || name.startsWith(SNAPSHOT_PREFIX)) continue
       checkpoints++
       bytes += await folderBytes(join(this.root, name)).catch(() => 0)
     }
@@ -145,4 +164,14 @@ async function folderBytes(dir: string): Promise<number> {
   let n = 0
   for (const rel of await files(dir)) n += (await stat(join(dir, rel))).size
   return n
+}
+
+/** Hard links where the filesystem allows (no bytes copied), else copies; owner-only folders. */
+async function linkTree(from: string, to: string): Promise<void> {
+  await mkdir(to, { mode: 0o700 })
+  for (const e of await readdir(from, { withFileTypes: true })) {
+    const [src, dst] = [join(from, e.name), join(to, e.name)]
+    if (e.isDirectory()) await linkTree(src, dst)
+    else if (e.isFile()) await link(src, dst).catch((err: NodeJS.ErrnoException) => (err.code === 'EXDEV' ? copyFile(src, dst) : Promise.reject(err)))
+  }
 }

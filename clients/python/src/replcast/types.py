@@ -55,6 +55,10 @@ class CreateSessionRequest(TypedDict, total=False):
     """Free-form string labels kept with the session"""
     template: str
     """Sandbox template (GET /v1/templates lists them); default \"default\""""
+    snapshot_id: str
+    """Start from this snapshot: the new session's state is the snapshot's (its runtime, template, limits and env are the snapshot's, so those fields may
+    not be given with it)
+    """
 
 
 class _SessionRequired(TypedDict):
@@ -90,6 +94,46 @@ class SessionList(TypedDict):
     sessions: List[Session]
     next_cursor: Optional[str]
     """Pass as ?cursor= for the next page; null at the end"""
+
+
+class CreateSnapshotRequest(TypedDict, total=False):
+    name: str
+    """A label of your own"""
+
+
+class Snapshot(TypedDict):
+    id: str
+    """Snapshot id"""
+    session_id: str
+    """The session it was taken from (which may be gone since)"""
+    name: str
+    created_at: str
+    expires_at: str
+    """When it is deleted with its checkpoint unless deleted before"""
+    bytes: int
+    """Bytes of its checkpoint on disk (counted in max_snapshot_bytes)"""
+    runtime: Runtime
+    template: str
+    """The sandbox template of the session it was taken from"""
+
+
+class SnapshotList(TypedDict):
+    snapshots: List[Snapshot]
+    next_cursor: Optional[str]
+    """Pass as ?cursor= for the next page; null at the end"""
+
+
+class ForkRequest(TypedDict, total=False):
+    count: int
+    """How many copies"""
+    idle_timeout_s: int
+    """Each copy's idle seconds before it is reaped (default: the parent's)"""
+    metadata: Dict[str, str]
+    """Free-form string labels kept with the session"""
+
+
+class ForkResult(TypedDict):
+    sessions: List[Session]
 
 
 class _ExecuteRequestRequired(TypedDict):
@@ -361,6 +405,7 @@ OPERATIONS: FrozenSet[Tuple[str, str]] = frozenset({
     ('DELETE', '/v1/sessions/{id}'),
     ('DELETE', '/v1/sessions/{id}/files/{path}'),
     ('DELETE', '/v1/sessions/{id}/processes/{pid}'),
+    ('DELETE', '/v1/snapshots/{id}'),
     ('GET', '/'),
     ('GET', '/healthz'),
     ('GET', '/metrics'),
@@ -377,11 +422,14 @@ OPERATIONS: FrozenSet[Tuple[str, str]] = frozenset({
     ('GET', '/v1/sessions/{id}/processes/{pid}'),
     ('GET', '/v1/sessions/{id}/processes/{pid}/output'),
     ('GET', '/v1/sessions/{id}/pty'),
+    ('GET', '/v1/snapshots'),
+    ('GET', '/v1/snapshots/{id}'),
     ('GET', '/v1/templates'),
     ('POST', '/v1/execute'),
     ('POST', '/v1/sessions'),
     ('POST', '/v1/sessions/{id}/executions'),
     ('POST', '/v1/sessions/{id}/executions/{eid}/events-token'),
+    ('POST', '/v1/sessions/{id}/fork'),
     ('POST', '/v1/sessions/{id}/hibernate'),
     ('POST', '/v1/sessions/{id}/interrupt'),
     ('POST', '/v1/sessions/{id}/messages'),
@@ -390,6 +438,7 @@ OPERATIONS: FrozenSet[Tuple[str, str]] = frozenset({
     ('POST', '/v1/sessions/{id}/processes/{pid}/stdin'),
     ('POST', '/v1/sessions/{id}/pty-token'),
     ('POST', '/v1/sessions/{id}/restart'),
+    ('POST', '/v1/sessions/{id}/snapshots'),
     ('POST', '/v1/sessions/{id}/wake'),
     ('PUT', '/v1/sessions/{id}/files/{path}'),
 })
