@@ -118,7 +118,7 @@ export const ConfigSchema = Type.Object({
   HIBERNATED_TTL_S: Int(7 * 86400, 1, 365 * 86400, 'Default time a hibernated session is kept before it is deleted with its checkpoint'),
   MAX_HIBERNATED_TTL_S: Int(30 * 86400, 1, 365 * 86400, "Ceiling for a session's hibernated_ttl_s"),
   TENANT_MAX_HIBERNATED_SESSIONS: Int(100, 1, 1 << 20, 'Hibernated sessions per tenant (they do not count in TENANT_MAX_SESSIONS)'),
-  SNAPSHOT_TTL_S: Int(30 * 86400, 60, 3650 * 86400, 'How long a snapshot is kept (its session may be gone) before it is deleted with its checkpoint'),
+  SNAPSHOT_TTL_S: Int(30 * 86400, 1, 3650 * 86400, 'How long a snapshot is kept (its session may be gone) before it is deleted with its checkpoint'),
   TENANT_MAX_SNAPSHOTS: Int(100, 1, 1 << 20, 'Snapshots per tenant'),
   TENANT_MAX_SNAPSHOT_BYTES: Int(10 * 1024 ** 3, 1024 * 1024, 2 ** 50, "Bytes of checkpoint files a tenant's snapshots may hold in all"),
   CHECKPOINT_DIR: Str(

@@ -141,7 +141,7 @@ export const SnapshotList = Type.Object(
 
 export const ForkBody = Type.Object(
   {
-    count: Type.Optional(Type.Integer({ minimum: 1, maximum: 16, default: 1, description: 'How many copies' })),
+    count: Type.Optional(Type.Integer({ minimum: 1, maximum: 16, description: 'How many copies (default 1)' })),
     idle_timeout_s: Type.Optional(Type.Integer({ minimum: 1, description: "Each copy's idle seconds before it is reaped (default: the parent's)" })),
     metadata: Type.Optional(Metadata),
   },

@@ -678,11 +678,8 @@ export interface components {
             next_cursor: string | null;
         };
         ForkRequest: {
-            /**
-             * @description How many copies
-             * @default 1
-             */
-            count: number;
+            /** @description How many copies (default 1) */
+            count?: number;
             /** @description Each copy's idle seconds before it is reaped (default: the parent's) */
             idle_timeout_s?: number;
             /** @description Free-form string labels kept with the session */

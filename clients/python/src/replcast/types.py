@@ -125,7 +125,7 @@ class SnapshotList(TypedDict):
 
 class ForkRequest(TypedDict, total=False):
     count: int
-    """How many copies"""
+    """How many copies (default 1)"""
     idle_timeout_s: int
     """Each copy's idle seconds before it is reaped (default: the parent's)"""
     metadata: Dict[str, str]
