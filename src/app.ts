@@ -142,7 +142,15 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   await app.register(processRoutes, { processes: layer.processes, streams })
   await app.register(oneShotRoutes, { oneShots: layer.oneShots, executions, streams, templates: layer.templates })
   await app.register(messageRoutes, { executions, streams, llm })
-  await app.register(mcpRoutes, { sessions, executions, files: layer.files, oneShots: layer.oneShots, processes: layer.processes, version: API_VERSION })
+  await app.register(mcpRoutes, {
+    sessions,
+    executions,
+    files: layer.files,
+    oneShots: layer.oneShots,
+    processes: layer.processes,
+    snapshots: layer.snapshots,
+    version: API_VERSION,
+  })
   await app.register(ptyRoutes, {
     terminals: layer.terminals,
     sessions,

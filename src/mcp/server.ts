@@ -3,7 +3,7 @@
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js'
 import type { Logger } from 'pino'
 import { z } from 'zod'
-import type { Executions, OneShots, Processes, SessionFiles, SessionService } from '../sessions/index.js'
+import type { Executions, OneShots, Processes, SessionFiles, SessionService, Snapshots } from '../sessions/index.js'
 import { TOOLS, toolError, type ToolDef } from './tools.js'
 
 export interface McpDeps {
@@ -12,6 +12,7 @@ export interface McpDeps {
   files: SessionFiles
   oneShots: OneShots
   processes: Processes
+  snapshots: Snapshots
   version: string
 }
 
@@ -41,6 +42,7 @@ export function createMcpServer(deps: McpDeps, tenant: string, log: Logger): Mcp
         files: deps.files,
         oneShots: deps.oneShots,
         processes: deps.processes,
+        snapshots: deps.snapshots,
         log: toolLog,
         call: { progressToken: extra._meta?.progressToken, sendNotification: extra.sendNotification, signal: extra.signal },
       }

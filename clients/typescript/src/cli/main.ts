@@ -8,6 +8,7 @@ import { ReplcastError } from '../errors.ts'
 import { EXIT, UsageError, type Command, type Context } from './common.ts'
 import { filesCommand } from './files.ts'
 import { hibernateCommand, wakeCommand } from './hibernate.ts'
+import { forkCommand, snapshotCommand } from './snapshots.ts'
 import { replCommand } from './repl.ts'
 import { runCommand } from './run.ts'
 import { sessionsCommand } from './sessions.ts'
@@ -26,6 +27,8 @@ const COMMANDS: Record<string, Command> = {
   kill: killCommand,
   hibernate: hibernateCommand,
   wake: wakeCommand,
+  snapshot: snapshotCommand,
+  fork: forkCommand,
 }
 
 const GLOBAL: ParseArgsOptionsConfig = {
