@@ -23,6 +23,7 @@ ERROR_CODES: Tuple[str, ...] = (
     "permission_denied",
     "not_found",
     "session_not_found",
+    "snapshot_not_found",
     "execution_not_found",
     "file_not_found",
     "process_not_found",
@@ -37,6 +38,7 @@ ERROR_CODES: Tuple[str, ...] = (
     "stdin_full",
     "session_busy",
     "not_supported",
+    "snapshot_refused",
     "too_many_terminals",
     "payload_too_large",
     "file_too_large",
@@ -123,6 +125,10 @@ class ProcessNotFoundError(NotFoundError):
     """process_not_found: no such background process in the session (or deleted: its record goes with it)."""
 
 
+class SnapshotNotFoundError(NotFoundError):
+    """snapshot_not_found: no such snapshot (deleted, expired, or another tenant's)."""
+
+
 class ConflictError(ReplcastError):
     """409: the session's state forbids it now."""
 
@@ -161,6 +167,10 @@ class SessionBusyError(ConflictError):
 
 class NotSupportedError(ConflictError):
     """not_supported: the session's runtime cannot do this (hibernating a runc session); the detail says why."""
+
+
+class SnapshotRefusedError(ConflictError):
+    """snapshot_refused: the snapshot's files failed their checksum, so it was not restored."""
 
 
 class TooManyTerminalsError(ConflictError):
@@ -227,6 +237,8 @@ _BY_CODE: Dict[str, Type[ReplcastError]] = {
     "invalid_cwd": InvalidCwdError,
     "upgrade_required": UpgradeRequiredError,
     "process_not_found": ProcessNotFoundError,
+    "snapshot_not_found": SnapshotNotFoundError,
+    "snapshot_refused": SnapshotRefusedError,
     "session_dead": SessionDeadError,
     "queue_full": QueueFullError,
     "nothing_running": NothingRunningError,

@@ -5,12 +5,12 @@ session.processes runs programs in the background beside them.
 from __future__ import annotations
 
 from types import TracebackType
-from typing import TYPE_CHECKING, Optional, Type, cast
+from typing import TYPE_CHECKING, List, Mapping, Optional, Type, cast
 
 import httpx
 
 from . import types
-from ._shared import Language, execute_body, execution_id_from
+from ._shared import Language, execute_body, execution_id_from, fork_body
 from .errors import NotFoundError
 from .events import Execution
 from .files import Files
@@ -103,6 +103,20 @@ class Session:
         """Wakes a hibernated session now, its state as it was (a live session is left as it is)."""
         self.data = cast(types.Session, self._client.request("wake", id=self.id).json())
         return self
+
+    def snapshot(self, name: Optional[str] = None) -> types.Snapshot:
+        """Copies the session's state (memory, workspace files, processes) into a snapshot kept on the
+        server; the session runs on after a short pause. client.sessions.create(snapshot_id=...) starts
+        sessions from it. NotSupportedError for a runc session, SessionBusyError while code runs."""
+        body = {"name": name} if name is not None else {}
+        return cast(types.Snapshot, self._client.request("create_snapshot", id=self.id, json=body).json())
+
+    def fork(self, count: int = 1, *, idle_timeout_s: Optional[int] = None, metadata: Optional[Mapping[str, str]] = None) -> List[Session]:
+        """`count` (1-16) new sessions, each with this session's state now, independent afterwards; this
+        one runs on. All or nothing: when one copy cannot be made, none is left."""
+        body = fork_body(count, idle_timeout_s, metadata)
+        data = cast(types.ForkResult, self._client.request("fork", id=self.id, json=body).json())
+        return [Session(self._client, s) for s in data["sessions"]]
 
     def delete(self) -> None:
         """Deletes the session and its sandbox."""
