@@ -10,7 +10,7 @@ import type { SessionRecord } from '../store/records.js'
 import type { Stores } from '../store/stores.js'
 import type { Adoption } from './adoption.js'
 import type { DrivenLogs, ExecutionRunner, LiveSession } from './runner/index.js'
-import type { CheckpointStore, Engines, SandboxSource } from './supply/index.js'
+import type { CheckpointStore, Engines, SandboxSource, SealedCheckpoint } from './supply/index.js'
 import type { SessionRegistry } from './registry.js'
 import { roundAll } from './wake.js'
 
@@ -206,7 +206,7 @@ export class Hibernation {
     }
     const kept = await stores.sessions.hibernated(rec, fields, now + ttl * 1000)
     // A snapshot or a fork copies the checkpoint while the lease is held and requests wait: no wake can take it meanwhile.
-    if (kept && keep) await keep(checkpoints.dir(rec.id))
+    if (kept && keep) await keep(checkpoints.dir(rec.id), sealed)
     await driver.remove(containerId)
     const removed = performance.now()
     await Promise.all([stores.leases.releaseLease(rec.id, config.instanceId), stores.leases.removeInstanceSession(config.instanceId, rec.id)])
@@ -221,8 +221,8 @@ export class Hibernation {
   }
 }
 
-/** Copies a checkpoint just written (snapshots.ts); it never throws (a failure is the caller's to report). */
-export type KeepCheckpoint = (dir: string) => Promise<void>
+/** Copies a checkpoint just written and sealed (snapshots.ts); it never throws (a failure is the caller's to report). */
+export type KeepCheckpoint = (dir: string, sealed: SealedCheckpoint) => Promise<void>
 
 function busyExecs(): AppError {
   return new AppError('session_busy', 'a terminal or a file transfer is open in the session; hibernate it once they have ended')

@@ -15,7 +15,7 @@ import type { Stores } from '../store/stores.js'
 import { DEFAULT_TEMPLATE } from '../templates.js'
 import { newId } from './ids.js'
 import type { SessionService } from './session-service.js'
-import { CheckpointMismatch, type CheckpointStore, resolveSessionLimits } from './supply/index.js'
+import { CheckpointMismatch, type CheckpointStore, resolveSessionLimits, type SealedCheckpoint } from './supply/index.js'
 
 export interface SnapshotsDeps {
   config: Config
@@ -28,6 +28,13 @@ export interface SnapshotsDeps {
   engine: () => string
 }
 
+/** A session's checkpoint copied aside (capture). */
+interface Capture extends SealedCheckpoint {
+  execution_count: number
+  /** Resolves once the session is awake again: its pause in ms (NaN: the wake failed). */
+  woken: Promise<number>
+}
+
 /** A checkpoint to start sessions from: a snapshot's, or a fork's copy. */
 interface Source {
   name: string
@@ -38,6 +45,8 @@ interface Source {
   template: string
   limits: SessionRecord['limits']
   env: Record<string, string>
+  /** Written just now (a fork's): each copy's wake checks it, so it is not read once more before. */
+  fresh?: boolean
 }
 
 export class Snapshots {
@@ -54,6 +63,7 @@ export class Snapshots {
       throw quota(place === 'count' ? `tenant already has ${limits.max_snapshots} snapshots (the maximum)` : bytesFull(limits.max_snapshot_bytes))
     try {
       const copy = await this.capture(rec, id)
+      const pauseMs = await copy.woken
       const now = Date.now()
       const snap: SnapshotRecord = {
         id,
@@ -72,7 +82,7 @@ export class Snapshots {
         engine: this.deps.engine() || rec.engine || '',
       }
       if (!(await stores.snapshots.commit(snap, limits.max_snapshot_bytes))) throw quota(bytesFull(limits.max_snapshot_bytes))
-      this.deps.log.info({ sessionId: sid, snapshotId: id, bytes: copy.bytes, pauseMs: Math.round(copy.pauseMs) }, 'snapshot taken')
+      this.deps.log.info({ sessionId: sid, snapshotId: id, bytes: copy.bytes, pauseMs: Math.round(pauseMs) }, 'snapshot taken')
       return toSnapshot(snap)
     } catch (err) {
       await checkpoints.remove(id)
@@ -135,16 +145,17 @@ export class Snapshots {
     const name = newId('snp')
     try {
       const copy = await this.capture(rec, name)
-      const source: Source = { ...copy, name, runtime: rec.runtime, template: rec.template ?? DEFAULT_TEMPLATE, limits: rec.limits, env: rec.env }
+      const source: Source = { ...copy, name, fresh: true, runtime: rec.runtime, template: rec.template ?? DEFAULT_TEMPLATE, limits: rec.limits, env: rec.env }
       const opts = { idle_timeout_s: body.idle_timeout_s ?? rec.idle_timeout_s, metadata: body.metadata ?? rec.metadata }
-      const made = await Promise.allSettled(Array.from({ length: count }, () => this.spawn(tenant, source, opts)))
+      // The copies are restored while the parent wakes.
+      const [made, pauseMs] = await Promise.all([Promise.allSettled(Array.from({ length: count }, () => this.spawn(tenant, source, opts))), copy.woken])
       const failed = made.find((m): m is PromiseRejectedResult => m.status === 'rejected')
       const sessions = made.flatMap((m) => (m.status === 'fulfilled' ? [m.value] : []))
       if (failed) {
         await Promise.all(sessions.map((s) => this.deps.sessions.delete(tenant, s.id).catch(() => undefined)))
         throw failed.reason
       }
-      this.deps.log.info({ sessionId: sid, copies: sessions.map((s) => s.id), pauseMs: Math.round(copy.pauseMs) }, 'session forked')
+      this.deps.log.info({ sessionId: sid, copies: sessions.map((s) => s.id), pauseMs: Math.round(pauseMs) }, 'session forked')
       return sessions
     } finally {
       await checkpoints.remove(name)
@@ -166,28 +177,39 @@ export class Snapshots {
   }
 
   /**
-   * The session's checkpoint now, copied to the store as `name` and sealed; the session runs on.
-   * A hibernated session is woken first (its state may be copied only through its sandbox's).
+   * The session's checkpoint now, linked into the store as `name` with its checksum (the one sealed
+   * with the hibernation); the session is being woken when this returns (`woken`: the pause in ms,
+   * NaN when the wake failed and the session says why). A hibernated session is woken first (its
+   * state may be copied only through its sandbox's).
    */
-  private async capture(rec: SessionRecord, name: string): Promise<{ digest: string; bytes: number; pauseMs: number; execution_count: number }> {
-    const { sessions, checkpoints } = this.deps
+  private async capture(rec: SessionRecord, name: string): Promise<Capture> {
+    const { sessions, checkpoints, log } = this.deps
     if (rec.status === 'hibernated') await sessions.usable(rec)
-    let part = ''
+    let copied: { part: string; sealed: SealedCheckpoint } | null = null
     let failure: unknown = null
     const t0 = performance.now()
-    const taken = await sessions.hibernate(rec.tenant, rec.id, async (dir) => {
+    const taken = await sessions.hibernate(rec.tenant, rec.id, async (dir, sealed) => {
       try {
-        part = await checkpoints.linkCopy(dir, name)
+        copied = { part: await checkpoints.linkCopy(dir, name), sealed }
       } catch (err) {
         failure = err
       }
     })
-    // Woken at once: requests that came meanwhile wait for this wake (one per session).
-    await sessions.wake(rec.tenant, rec.id)
-    const pauseMs = performance.now() - t0
-    if (failure || !part) throw new AppError('sandbox_failed', 'the checkpoint could not be copied', { cause: failure })
-    const sealed = await checkpoints.seal(part, name)
-    return { ...sealed, pauseMs, execution_count: taken.execution_count }
+    // Woken at once (requests that came meanwhile wait for this wake), while the copies are made.
+    const woken = sessions.wake(rec.tenant, rec.id).then(
+      () => performance.now() - t0,
+      (err: unknown) => {
+        log.error({ err, sessionId: rec.id }, 'the session could not be woken after its checkpoint was copied')
+        return NaN
+      },
+    )
+    const copy = copied as { part: string; sealed: SealedCheckpoint } | null
+    if (failure || !copy) {
+      await woken
+      throw new AppError('sandbox_failed', 'the checkpoint could not be copied', { cause: failure })
+    }
+    await checkpoints.place(copy.part, name)
+    return { ...copy.sealed, execution_count: taken.execution_count, woken }
   }
 
   /** A new session from `src`: made hibernated on a linked copy of its checkpoint, then woken. */
@@ -198,7 +220,7 @@ export class Snapshots {
   ): Promise<SessionT> {
     const { config, stores, checkpoints, sessions } = this.deps
     try {
-      await checkpoints.verify(src.name, src.digest)
+      if (!src.fresh) await checkpoints.verify(src.name, src.digest)
     } catch (err) {
       if (err instanceof CheckpointMismatch) throw new AppError('snapshot_refused', `the snapshot was not restored: ${err.message}; it is kept`, { cause: err })
       throw err
