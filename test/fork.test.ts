@@ -16,7 +16,7 @@ t.test('fork', async (t) => {
   const h = await startHibernationApp(t)
 
   t.test('three copies, each with the state, none seeing another or the parent', async (t) => {
-    const sid = await createSession(h.url, { limits: { memory_mb: 256 } })
+    const sid = await createSession(h.url, { limits: { memory_mb: 256 }, idle_action: 'hibernate', hibernated_ttl_s: 3600 })
     await run(h.url, sid, "import os\nx = 'parent'\nopen('/workspace/f.txt', 'w').write('parent')\nos.chdir('/tmp')")
     const r = await api(h.url, 'POST', `/v1/sessions/${sid}/fork`, { count: 3, metadata: { role: 'copy' }, idle_timeout_s: 120 })
     t.equal(r.status, 201, { body: r.body })
@@ -24,7 +24,15 @@ t.test('fork', async (t) => {
     t.equal(new Set(copies).size, 3, 'three new sessions')
     t.notOk(copies.includes(sid))
     for (const s of r.body.sessions)
-      t.match(s, { status: 'ready', runtime: 'runsc', metadata: { role: 'copy' }, idle_timeout_s: 120, limits: { memory_mb: 256 } })
+      t.match(s, {
+        status: 'ready',
+        runtime: 'runsc',
+        metadata: { role: 'copy' },
+        idle_timeout_s: 120,
+        limits: { memory_mb: 256 },
+        idle_action: 'hibernate',
+        hibernated_ttl_s: 3600,
+      })
     for (const c of copies) t.same(JSON.parse(await run(h.url, c, STATE)), ['parent', 'parent', '/tmp'], `${c} has the parent's state`)
     await Promise.all(copies.map((c, i) => run(h.url, c, `x = 'copy${i}'\nopen('/workspace/f.txt', 'w').write('copy${i}')`)))
     for (const [i, c] of copies.entries()) t.same(JSON.parse(await run(h.url, c, STATE)), [`copy${i}`, `copy${i}`, '/tmp'], `${c} sees its own change only`)

@@ -146,7 +146,13 @@ export class Snapshots {
     try {
       const copy = await this.capture(rec, name)
       const source: Source = { ...copy, name, fresh: true, runtime: rec.runtime, template: rec.template ?? DEFAULT_TEMPLATE, limits: rec.limits, env: rec.env }
-      const opts = { idle_timeout_s: body.idle_timeout_s ?? rec.idle_timeout_s, metadata: body.metadata ?? rec.metadata }
+      // A copy lives as its parent does unless the request says otherwise.
+      const opts = {
+        idle_timeout_s: body.idle_timeout_s ?? rec.idle_timeout_s,
+        metadata: body.metadata ?? rec.metadata,
+        ...(rec.idle_action ? { idle_action: rec.idle_action } : {}),
+        ...(rec.hibernated_ttl_s ? { hibernated_ttl_s: rec.hibernated_ttl_s } : {}),
+      }
       // The copies are restored while the parent wakes.
       const [made, pauseMs] = await Promise.all([Promise.allSettled(Array.from({ length: count }, () => this.spawn(tenant, source, opts))), copy.woken])
       const failed = made.find((m): m is PromiseRejectedResult => m.status === 'rejected')
