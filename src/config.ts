@@ -56,7 +56,11 @@ export const ConfigSchema = Type.Object({
   ),
   REPLCAST_DEPLOYMENT: Str('default', 'Label value separating deployments sharing one Docker engine'),
   SANDBOX_IMAGE: Str('replcast-sandbox:latest', 'Sandbox image'),
-  SANDBOX_RUNTIME: Type.Union([Type.Literal('runc'), Type.Literal('runsc')], { default: 'runc', description: 'Default container runtime (runsc = gVisor)' }),
+  SANDBOX_RUNTIME: Type.Union([Type.Literal('runc'), Type.Literal('runsc')], {
+    default: 'runsc',
+    description:
+      'Default container runtime: runsc (gVisor: a kernel of its own between sandbox code and the host; hibernate, snapshots and fork) or runc (less memory per awake session, no checkpoints)',
+  }),
   SANDBOX_USER: Str('1000:1000', 'uid:gid the REPL runs as'),
   SANDBOX_MEMORY_MB: Int(512, 32, 1 << 20, 'Default memory limit per sandbox (no swap)'),
   SANDBOX_CPUS: Num(1, 0.05, 256, 'Default CPU limit per sandbox'),
