@@ -3,13 +3,14 @@
 // checkpoint create` / `docker start --checkpoint` of a container with the same flags in the same
 // state, in the same run (bench/raw-checkpoint.ts); each phase as the server logs it; what a
 // hibernated session costs at rest; BENCH_HIBERNATED sessions hibernated at once (disk, Redis and
-// API RSS per session, a random one's wake); and 20 woken at once. DOCKER_HOST must name an engine
+// API RSS per session, a random one's wake); 20 woken at once; fork and snapshot (bench/fork-snapshot.ts). DOCKER_HOST must name an engine
 // that can checkpoint (experimental mode, runsc): scripts/setup.sh turns it on for the local one.
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import Docker from 'dockerode'
 import { call, createSession, deleteSession, execute, inBatches, type Target } from './client.js'
+import { forkAndSnapshot } from './fork-snapshot.js'
 import { containerMemory, SANDBOX_MEMORY_MB } from './raw-docker.js'
 import { folderBytes, startRawPython, type RawPython } from './raw-checkpoint.js'
 import type { Report } from './report.js'
@@ -35,15 +36,18 @@ class PhaseLog {
   readonly woken: Phases[] = []
   /** Each hibernation's checkpoint bytes. */
   readonly bytes: number[] = []
+  /** Each snapshot's pause as the server logs it (sessions/snapshots.ts). */
+  readonly snapshotPauses: number[] = []
   take = (line: string): void => {
     if (!line.startsWith('{')) return
     try {
-      const o = JSON.parse(line) as { msg?: string; ms?: Phases; bytes?: number }
+      const o = JSON.parse(line) as { msg?: string; ms?: Phases; bytes?: number; pauseMs?: number }
       if (o.msg === 'session hibernated' && o.ms) {
         this.hibernated.push(o.ms)
         this.bytes.push(o.bytes ?? NaN)
       }
       if (o.msg === 'session woken' && o.ms) this.woken.push(o.ms)
+      if (o.msg === 'snapshot taken' && o.pauseMs !== undefined) this.snapshotPauses.push(o.pauseMs)
     } catch {
       /* not a log line */
     }
@@ -121,7 +125,7 @@ async function compare(
     rounds: number
     targets: { hibernate: (o: number, r: number) => [string, boolean]; wake: (o: number, r: number) => [string, boolean] }
   },
-): Promise<number> {
+): Promise<{ hibernate: number; wake: number }> {
   const o = await ours(s, log, what.sid, what.rounds)
   const bytes = p50(o.bytes)
   const r = await raw(what.raw, what.rounds)
@@ -165,7 +169,7 @@ async function compare(
   report.add(G, `${L}: wake phase first output (after the REPL answered) p50`, ow - total, 'ms', {
     note: 'wake to first output less the server-side wake: HTTP, queue, run, SSE',
   })
-  return ow
+  return { hibernate: oh, wake: ow }
 }
 
 export async function hibernate(report: Report): Promise<void> {
@@ -186,7 +190,7 @@ export async function hibernate(report: Report): Promise<void> {
     const rawBare = await startRawPython(s.deployment, SANDBOX_MEMORY_MB)
     raws.push(rawBare)
     await rawBare.run('x = 1')
-    const wakeAt1 = await compare(report, s, log, {
+    const bareFigures = await compare(report, s, log, {
       label: 'bare',
       sid: bare,
       raw: rawBare,
@@ -224,13 +228,8 @@ export async function hibernate(report: Report): Promise<void> {
     await rawHeavy.remove()
     await deleteSession(s, heavy)
 
-    await many(report, s, store, wakeAt1)
-    // Fork and snapshots (issue 34's other targets) are measured once their routes exist.
-    const fork = await call(s, 'POST', '/v1/sessions/ses_benchprobe/fork', { count: 1 })
-    const snap = await call(s, 'POST', '/v1/sessions/ses_benchprobe/snapshots', {})
-    const absent = (r: { body: any }) => r.body?.code !== 'session_not_found'
-    if (absent(fork) || absent(snap))
-      report.note(G, `not measured: fork count 1 / count 8 and a snapshot's pause (the ${absent(fork) ? 'fork' : 'snapshot'} route does not exist yet)`)
+    await many(report, s, store, bareFigures.wake)
+    await forkAndSnapshot(report, s, bareFigures, log.snapshotPauses)
   } finally {
     for (const r of raws) await r.remove()
     await s.close()
