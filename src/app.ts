@@ -20,6 +20,7 @@ import { createCluster } from './cluster/index.js'
 import { installHolderRouting } from './http/holder-routing.js'
 import { installMcpRouting } from './http/mcp-routing.js'
 import { installPlacement } from './http/placement.js'
+import { remoteCopies } from './http/remote-copies.js'
 import { createMetrics } from './metrics.js'
 import { authenticate, isAuthenticatedRoute } from './http/auth.js'
 import { clientErrorHandler, frameworkErrorHandler, installProblemHandling } from './http/problem-handler.js'
@@ -91,6 +92,8 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   const layer = createSessionLayer({ config, stores, feed, driver, log: log.child({ component: 'sessions' }), metrics, llmRequests: subCalls })
   const { sessions, executions } = layer
   const cluster = createCluster({ config, stores, log: log.child({ component: 'cluster' }), sessions: layer })
+  // A fork's copies placed on other engines are woken (or deleted) there by a signed call to an instance on it.
+  layer.snapshots.placeCopiesWith(remoteCopies(cluster, layer.engines))
   const llm = new LlmService({ config, executions, stores, log: log.child({ component: 'agent' }), llm: llmClient, subCalls, budget, allowedModels: models })
   const streams = new SseStreams()
 

@@ -249,6 +249,36 @@ export class Forwarder {
     })
   }
 
+  /**
+   * A request of this instance's own (no client request behind it) to the instance at `origin`,
+   * signed like a hop, over the same kept-alive connections: its status and its body parsed as JSON
+   * (null when empty or not JSON). Rejects when no answer came.
+   */
+  call(origin: string, method: string, path: string, headers: Record<string, string>, sign: HopSigner): Promise<{ status: number; body: unknown }> {
+    return new Promise((resolve, reject) => {
+      const up = request({ ...originOf(origin), path, method, headers: { ...headers, [FORWARDED_HEADER]: sign(method, path) }, agent: this.agent })
+      const end = () => up.destroy(new Error('the API instance is stopping'))
+      this.open.add(end)
+      up.once('close', () => this.open.delete(end))
+      up.once('response', (reply) => {
+        const chunks: Buffer[] = []
+        reply.on('data', (c: Buffer) => chunks.push(c))
+        reply.once('error', reject)
+        reply.once('end', () => {
+          let body: unknown = null
+          try {
+            body = chunks.length ? JSON.parse(Buffer.concat(chunks).toString('utf8')) : null
+          } catch {
+            body = null
+          }
+          resolve({ status: reply.statusCode ?? 502, body })
+        })
+      })
+      up.once('error', reject)
+      up.end()
+    })
+  }
+
   /** Ends every hop under way and the kept-alive connections. */
   close(): void {
     for (const end of this.open) end()

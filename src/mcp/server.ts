@@ -29,7 +29,7 @@ const inputSchema = (def: ToolDef) =>
   z.fromJSONSchema(JSON.parse(JSON.stringify(def.input), (k, v: unknown) => (k === '$id' ? undefined : v)) as Parameters<typeof z.fromJSONSchema>[0])
 const INPUTS = new Map(TOOLS.map((def) => [def, inputSchema(def)]))
 
-export function createMcpServer(deps: McpDeps, tenant: string, log: Logger): McpServer {
+export function createMcpServer(deps: McpDeps, tenant: string, log: Logger, authorization?: string): McpServer {
   const server = new McpServer({ name: 'replcast', version: deps.version }, { capabilities: { logging: {} }, instructions: INSTRUCTIONS })
   for (const def of TOOLS) {
     const { name, title, description, annotations } = def
@@ -43,6 +43,7 @@ export function createMcpServer(deps: McpDeps, tenant: string, log: Logger): Mcp
         oneShots: deps.oneShots,
         processes: deps.processes,
         snapshots: deps.snapshots,
+        authorization,
         log: toolLog,
         call: { progressToken: extra._meta?.progressToken, sendNotification: extra.sendNotification, signal: extra.signal },
       }

@@ -58,7 +58,7 @@ const forkSession = tool({
   ),
   annotations: { ...closedWorld, readOnlyHint: false, destructiveHint: false, idempotentHint: false },
   async run(args, ctx) {
-    const sessions = await ctx.snapshots.fork(ctx.tenant, args.session_id, { count: args.count, idle_timeout_s: args.idle_timeout_s })
+    const sessions = await ctx.snapshots.fork(ctx.tenant, args.session_id, { count: args.count, idle_timeout_s: args.idle_timeout_s }, ctx.authorization)
     ctx.log.info({ sessionId: args.session_id, copies: sessions.map((s) => s.id) }, 'mcp: session forked')
     return text(`${sessions.length} new session(s): ${sessions.map((s) => s.id).join(', ')}.\n${json(sessions)}`)
   },

@@ -15,6 +15,8 @@ export interface ToolContext {
   oneShots: OneShots
   processes: Processes
   snapshots: Snapshots
+  /** The client's Authorization header: what a fork's copies on other engines are woken with (their instances authenticate it). */
+  authorization?: string
   log: Logger
   /** The call's way back to the client, and its abort signal (the client cancelled or went away). */
   call: CallChannel & { signal: AbortSignal }

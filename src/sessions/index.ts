@@ -23,7 +23,7 @@ import { CheckpointSweep } from './checkpoint-sweep.js'
 import { Snapshots } from './snapshots.js'
 
 export type { SessionService } from './session-service.js'
-export type { Snapshots } from './snapshots.js'
+export type { RemoteCopies, Snapshots } from './snapshots.js'
 export type { SessionFiles } from './files.js'
 export type { OneShots } from './one-shot.js'
 export type { Processes } from './processes/index.js'
@@ -135,7 +135,16 @@ export function createSessionLayer(deps: SessionLayerDeps): SessionLayer {
     hibernation,
     checkpoints,
   })
-  const snapshots = new Snapshots({ config, stores, driver, sessions, checkpoints, log: log.child({ component: 'snapshots' }), engine: () => engines.local() })
+  const snapshots = new Snapshots({
+    config,
+    stores,
+    driver,
+    sessions,
+    checkpoints,
+    log: log.child({ component: 'snapshots' }),
+    engine: () => engines.local(),
+    engines,
+  })
   const checkpointSweep = new CheckpointSweep({ stores, checkpoints, snapshots, log: log.child({ component: 'checkpoints' }) })
   const executions = new Executions({ config, stores, feed, sessions, registry, adoption, runner, driven })
   const workspace = driver.workspaceFiles(config.SANDBOX_USER, config.FILE_STALL_TIMEOUT_MS)

@@ -15,7 +15,21 @@ import type { Stores } from '../store/stores.js'
 import { DEFAULT_TEMPLATE } from '../templates.js'
 import { newId } from './ids.js'
 import type { SessionService } from './session-service.js'
-import { CheckpointMismatch, type CheckpointStore, resolveSessionLimits, type SealedCheckpoint } from './supply/index.js'
+import { CheckpointMismatch, type CheckpointStore, type Engines, resolveSessionLimits, type SealedCheckpoint } from './supply/index.js'
+
+const MIB = 1024 * 1024
+
+/**
+ * Fork copies on other engines (given by the app, src/http/remote-copies.ts: the sessions layer
+ * does not reach other instances itself). `authorization` is the client's Authorization header:
+ * the instance there authenticates the tenant by its key, as for any request.
+ */
+export interface RemoteCopies {
+  /** Wakes the hibernated copy `sid` at an instance on `engine`. Throws the error that instance answered. */
+  wake(engine: string, sid: string, authorization: string): Promise<void>
+  /** Deletes `sid` (its sandbox and checkpoint) through an instance on `engine`. */
+  delete(engine: string, sid: string, authorization: string): Promise<void>
+}
 
 export interface SnapshotsDeps {
   config: Config
@@ -26,6 +40,13 @@ export interface SnapshotsDeps {
   log: Logger
   /** This instance's engine id ('' unknown). */
   engine: () => string
+  engines: Pick<Engines, 'othersWithRoom'>
+}
+
+/** A copy made: on this engine (`engine` '') or on another, through its instances. */
+interface Made {
+  session: SessionT
+  engine: string
 }
 
 /** A session's checkpoint copied aside (capture). */
@@ -50,7 +71,13 @@ interface Source {
 }
 
 export class Snapshots {
+  private remote: RemoteCopies | null = null
   constructor(private readonly deps: SnapshotsDeps) {}
+
+  /** From now on a fork may place copies on other engines (the app wires this once the cluster exists). */
+  placeCopiesWith(remote: RemoteCopies): void {
+    this.remote = remote
+  }
 
   /** Snapshots the session. Throws session_not_found, not_supported, session_busy, quota_exceeded, session_dead, checkpoint_space, sandbox_failed. */
   async take(tenant: string, sid: string, name: string): Promise<SnapshotT> {
@@ -130,11 +157,15 @@ export class Snapshots {
     const given = (['runtime', 'limits', 'env', 'template'] as const).filter((k) => body[k] !== undefined)
     if (given.length) throw new AppError('bad_request', `${given.join(', ')} cannot be given with snapshot_id: a session from a snapshot runs as it did`)
     const snap = await this.record(tenant, body.snapshot_id ?? '')
-    return this.spawn(tenant, { ...snap, name: snap.id }, body)
+    return (await this.spawn(tenant, { ...snap, name: snap.id }, body)).session
   }
 
-  /** `count` new sessions with the session's state now. All or nothing: a failure leaves none of them. */
-  async fork(tenant: string, sid: string, body: ForkBodyT): Promise<SessionT[]> {
+  /**
+   * `count` new sessions with the session's state now. All or nothing: a failure leaves none of them.
+   * Copies go in turn to this engine and to every other live engine with an API instance and room
+   * for the session's memory, when the client's `authorization` is given to wake them there.
+   */
+  async fork(tenant: string, sid: string, body: ForkBodyT, authorization = ''): Promise<SessionT[]> {
     const { stores, config, checkpoints } = this.deps
     const count = body.count ?? 1
     const rec = await this.checkpointable(tenant, sid)
@@ -142,6 +173,8 @@ export class Snapshots {
     // Checked before the parent pauses; each copy's create checks again (copies made meanwhile elsewhere).
     const live = (await stores.sessions.tenantSessionIds(tenant)).length - (await this.hibernatedCount(tenant))
     if (live + count > max) throw quota(`a fork of ${count} needs room among the tenant's ${max} live sessions (${live} now)`)
+    const remote = authorization ? this.remote : null
+    const engines = ['', ...(remote ? await this.deps.engines.othersWithRoom(rec.limits.memory_mb * MIB) : [])]
     const name = newId('snp')
     try {
       const copy = await this.capture(rec, name)
@@ -154,17 +187,37 @@ export class Snapshots {
         ...(rec.hibernated_ttl_s ? { hibernated_ttl_s: rec.hibernated_ttl_s } : {}),
       }
       // The copies are restored while the parent wakes.
-      const [made, pauseMs] = await Promise.all([Promise.allSettled(Array.from({ length: count }, () => this.spawn(tenant, source, opts))), copy.woken])
+      const [made, pauseMs] = await Promise.all([
+        Promise.allSettled(Array.from({ length: count }, (_, i) => this.spawn(tenant, source, opts, engines[i % engines.length], authorization))),
+        copy.woken,
+      ])
       const failed = made.find((m): m is PromiseRejectedResult => m.status === 'rejected')
-      const sessions = made.flatMap((m) => (m.status === 'fulfilled' ? [m.value] : []))
+      const copies = made.flatMap((m) => (m.status === 'fulfilled' ? [m.value] : []))
       if (failed) {
-        await Promise.all(sessions.map((s) => this.deps.sessions.delete(tenant, s.id).catch(() => undefined)))
+        await Promise.all(copies.map((c) => this.discard(tenant, c.session.id, c.engine, authorization)))
         throw failed.reason
       }
-      this.deps.log.info({ sessionId: sid, copies: sessions.map((s) => s.id), pauseMs: Math.round(pauseMs) }, 'session forked')
+      const sessions = copies.map((c) => c.session)
+      this.deps.log.info(
+        { sessionId: sid, copies: copies.map((c) => ({ id: c.session.id, engine: c.engine || this.deps.engine() })), pauseMs: Math.round(pauseMs) },
+        'session forked',
+      )
       return sessions
     } finally {
       await checkpoints.remove(name)
+    }
+  }
+
+  /** Deletes a copy of a fork that failed, here or through its engine's instances (never throws: logged). */
+  private async discard(tenant: string, sid: string, engine: string, authorization: string): Promise<void> {
+    try {
+      if (engine && this.remote) {
+        await this.remote.delete(engine, sid, authorization)
+        // Its folder as linked here, should the instance there not read CHECKPOINT_DIR where this one does.
+        await this.deps.checkpoints.remove(sid)
+      } else await this.deps.sessions.delete(tenant, sid)
+    } catch (err) {
+      this.deps.log.error({ err, sessionId: sid, engine }, 'a copy of a failed fork could not be deleted; the reaper ends it')
     }
   }
 
@@ -218,12 +271,18 @@ export class Snapshots {
     return { ...copy.sealed, execution_count: taken.execution_count, woken }
   }
 
-  /** A new session from `src`: made hibernated on a linked copy of its checkpoint, then woken. */
+  /**
+   * A new session from `src`: made hibernated on a linked copy of its checkpoint, then woken, here
+   * or (`engine` given) by an instance on that engine, which reads the copy from the shared
+   * CHECKPOINT_DIR and checks it against the checksum recorded here.
+   */
   private async spawn(
     tenant: string,
     src: Source,
     body: Pick<CreateSessionBodyT, 'idle_timeout_s' | 'metadata' | 'idle_action' | 'hibernated_ttl_s'>,
-  ): Promise<SessionT> {
+    engine = '',
+    authorization = '',
+  ): Promise<Made> {
     const { config, stores, checkpoints, sessions } = this.deps
     try {
       if (!src.fresh) await checkpoints.verify(src.name, src.digest)
@@ -255,7 +314,7 @@ export class Snapshots {
       container_id: '',
       execution_count: src.execution_count,
       template: src.template,
-      ...(this.deps.engine() ? { engine: this.deps.engine() } : {}),
+      ...(engine || this.deps.engine() ? { engine: engine || this.deps.engine() } : {}),
     }
     await checkpoints.place(await checkpoints.linkCopy(checkpoints.dir(src.name), rec.id), rec.id)
     // Among the tenant's live sessions from the start (max_sessions); the wake finds its place taken.
@@ -263,13 +322,22 @@ export class Snapshots {
       await checkpoints.remove(rec.id)
       throw quota(`tenant already has ${maxSessions} sessions (the maximum); delete one first`)
     }
+    if (engine && this.remote) {
+      try {
+        await this.remote.wake(engine, rec.id, authorization)
+      } catch (err) {
+        await this.discard(tenant, rec.id, engine, authorization)
+        throw err
+      }
+      return { session: await sessions.get(tenant, rec.id), engine }
+    }
     try {
       await sessions.usable(rec)
     } catch (err) {
       await sessions.destroy((await stores.sessions.getSession(rec.id)) ?? rec, 'killed').catch(() => undefined)
       throw err
     }
-    return sessions.get(tenant, rec.id)
+    return { session: await sessions.get(tenant, rec.id), engine: '' }
   }
 
   private async record(tenant: string, id: string): Promise<SnapshotRecord> {

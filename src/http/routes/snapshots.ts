@@ -63,7 +63,8 @@ export async function snapshotRoutes(app: FastifyInstance, { snapshots }: { snap
     async (req, reply) => {
       bindRequestLog(req, { sessionId: req.params.id })
       reply.code(201)
-      return { sessions: await snapshots.fork(req.tenant, req.params.id, req.body ?? {}) }
+      // The client's key goes with the copies woken on other engines: the instances there authenticate it.
+      return { sessions: await snapshots.fork(req.tenant, req.params.id, req.body ?? {}, req.headers.authorization) }
     },
   )
 
