@@ -7,24 +7,16 @@ import type { Config } from '../config.js'
 import { AppError } from '../errors.js'
 import type { SandboxDriver, SandboxHandle } from '../sandbox/driver.js'
 import { ReplClient, SandboxMisbehaved } from '../repl/repl-client.js'
-import type { ReplFrame } from '../repl/protocol.js'
 import type { SessionRecord } from '../store/records.js'
 import type { Stores } from '../store/stores.js'
-import {
-  type DrivenLogs,
-  newPendingExecution,
-  type PendingExecution,
-  type ExecutionRunner,
-  type LiveSession,
-  type LlmRequestHandler,
-  type RecordedExecutions,
-} from './runner/index.js'
+import { type DrivenLogs, type ExecutionRunner, type LiveSession, type LlmRequestHandler, type RecordedExecutions } from './runner/index.js'
 import { endStranded, SessionOnOtherEngine, type Engines, type SandboxSource, type CheckpointStore } from './supply/index.js'
 import type { ProcessRunner } from './processes/index.js'
 import { channelClosed, sandboxMisbehaved } from './channel-end.js'
 import type { SessionRegistry } from './registry.js'
 import type { Metrics } from '../metrics.js'
 import { wake } from './wake.js'
+import { adoptRunning } from './adopt-running.js'
 
 export interface AdoptionDeps {
   config: Config
@@ -313,7 +305,7 @@ export class Adoption {
   }
 
   private async adopt(seen: SessionRecord): Promise<LiveSession> {
-    const { stores, driver, config, recorded, registry, runner, driven } = this.deps
+    const { stores, config } = this.deps
     // Read again: the session may have been hibernated (or woken, or deleted) since the caller read it.
     const rec = await stores.sessions.getSession(seen.id)
     if (!rec || rec.tenant !== seen.tenant) throw new AppError('session_not_found', `no session ${seen.id}`)
@@ -334,53 +326,7 @@ export class Adoption {
       }
     }
     if (!where.here) return endStranded({ ...this.deps, instanceId: config.instanceId }, rec)
-    const state = rec.container_id ? await driver.inspectExit(rec.container_id) : { running: false, oomKilled: false, exitCode: null }
-    const all = await recorded.unfinished(rec)
-    // An LLM turn lives only in the process that drives it: if that is not this one, nobody will end it.
-    for (const turn of all.filter((x) => x.kind === 'turn' && !driven.drives(x.id))) {
-      await recorded.endOrphaned(rec, turn, 'killed', 'the API instance running this LLM turn stopped; send the message again')
-    }
-    const unfinished = all.filter((x) => x.kind !== 'turn')
-    if (!state.running) {
-      // A sandbox that stopped while it was being checkpointed: the instance doing it stopped before the checkpoint was recorded.
-      const lost = rec.hibernating_at ? 'the API instance stopped while it was hibernating this session; its state was lost' : undefined
-      await this.markDead(rec.id, lost)
-      for (const ex of unfinished)
-        await recorded.endOrphaned(rec, ex, state.oomKilled ? 'oom' : 'killed', 'the sandbox stopped while no API instance was attached')
-      throw new AppError('session_dead', lost ?? "the session's sandbox is gone; restart it or create a new session")
-    }
-    const handle = await driver.adopt(rec.container_id, rec.id)
-    const live = this.attach(rec, handle, true, term)
-    try {
-      const running = unfinished.find((ex) => ex.status === 'running')
-      // Frames of the running execution that arrive now wait until those written while detached are replayed.
-      const early: ReplFrame[] = []
-      if (running) live.client.track(running.id, (f) => early.push(f))
-      await stores.leases.addInstanceSession(config.instanceId, rec.id)
-      if (running) await runner.resume(live, running, early)
-      // Background processes went on too: what they wrote meanwhile comes from the REPL's replay buffer.
-      await this.deps.processes.resume(live)
-      const requeued: PendingExecution[] = []
-      for (const ex of unfinished.filter((x) => x.status === 'queued').reverse()) {
-        // Streamed code came from an instance that is gone: nobody sends the rest of it.
-        if (ex.kind === 'stream') {
-          await recorded.endOrphaned(rec, ex, 'killed', 'the API instance that was streaming this code stopped')
-          continue
-        }
-        const again = newPendingExecution(ex.id, ex.code ?? '', ex.timeout_ms ?? config.EXEC_TIMEOUT_S * 1000)
-        if (ex.language === 'bash') again.language = 'bash'
-        requeued.push(again)
-      }
-      if (!running) await stores.sessions.updateSession(rec.id, { status: requeued.length ? 'busy' : 'ready' })
-      runner.requeue(live, requeued)
-      this.deps.log.info({ sessionId: rec.id, resumed: running?.id, requeued: requeued.length }, 'session adopted')
-      return live
-    } catch (err) {
-      registry.release(live)
-      await stores.leases.releaseLease(rec.id, config.instanceId).catch(() => undefined)
-      if (err instanceof AppError) throw err
-      throw new AppError('sandbox_failed', "the session's sandbox could not be re-attached", { cause: err })
-    }
+    return adoptRunning({ ...this.deps, markDead: (sid, why) => this.markDead(sid, why), attach: (r, h, t) => this.attach(r, h, true, t) }, rec, term)
   }
 }
 
