@@ -11,6 +11,23 @@ interface SnapshotUsageSource {
   read: (() => Promise<{ snapshots: number; bytes: number }>) | null
 }
 
+/** How long a scrape waits for a source: /metrics answers while Redis or the disk is slow or away. */
+const SOURCE_WAIT_MS = 1000
+
+/** What `read` answers within SOURCE_WAIT_MS; undefined when it fails or is late (the gauge keeps its last value). */
+async function soon<T>(read: (() => Promise<T>) | null): Promise<T | undefined> {
+  if (!read) return undefined
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const late = new Promise<undefined>((resolve) => {
+    timer = setTimeout(() => resolve(undefined), SOURCE_WAIT_MS)
+  })
+  try {
+    return await Promise.race([read().catch(() => undefined), late])
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
 export function createMetrics() {
   const registry = new Registry()
   collectDefaultMetrics({ register: registry })
@@ -45,7 +62,7 @@ export function createMetrics() {
       help: "Checkpoints on this instance's disk (CHECKPOINT_DIR): hibernated sessions', and refused ones kept for their dead session",
       registers: [registry],
       async collect() {
-        const usage = await checkpointUsage.read?.()
+        const usage = await soon(checkpointUsage.read)
         if (usage) this.set(usage.checkpoints)
       },
     }),
@@ -54,7 +71,7 @@ export function createMetrics() {
       help: 'Snapshots kept (every tenant, every instance)',
       registers: [registry],
       async collect() {
-        const usage = await snapshotUsage.read?.()
+        const usage = await soon(snapshotUsage.read)
         if (usage) this.set(usage.snapshots)
       },
     }),
@@ -63,7 +80,7 @@ export function createMetrics() {
       help: "Bytes of the snapshots' checkpoints (every tenant)",
       registers: [registry],
       async collect() {
-        const usage = await snapshotUsage.read?.()
+        const usage = await soon(snapshotUsage.read)
         if (usage) this.set(usage.bytes)
       },
     }),
@@ -72,7 +89,7 @@ export function createMetrics() {
       help: "Bytes of hibernated sessions' checkpoints on this instance's disk",
       registers: [registry],
       async collect() {
-        const usage = await checkpointUsage.read?.()
+        const usage = await soon(checkpointUsage.read)
         if (usage) this.set(usage.bytes)
       },
     }),
