@@ -154,7 +154,9 @@ export class Reaper {
     const { stores, registry, sessions, config, log } = this.deps
     const holder = registry.has(rec.id) ? config.instanceId : await stores.leases.leaseHolder(rec.id)
     if (holder && holder !== config.instanceId) {
-      await stores.sessions.settleClaim(rec.id, claimedUntil, Date.now() + RETRY_MS)
+      // Its holder hibernates it: due again after one reaper round, when the holder's own reaper may
+      // claim it first (a longer wait would let a non-holder's claims put the idle action off again and again).
+      await stores.sessions.settleClaim(rec.id, claimedUntil, Date.now() + config.REAPER_INTERVAL_MS)
       return true
     }
     try {
