@@ -8,6 +8,31 @@ import { api, createSession } from './helpers/client.js'
 import { closePty, openPty, shellOutput } from './helpers/pty.js'
 import { waitFor } from './helpers/wait.js'
 
+/**
+ * A terminal on the session once it has a free place: each test's terminals close at its end, and a
+ * closed one frees its place a moment later (once what it started was killed).
+ */
+async function openFree(...args: Parameters<typeof openPty>): ReturnType<typeof openPty> {
+  let opened: Awaited<ReturnType<typeof openPty>> | null = null
+  let refusal: unknown = null
+  const free = await waitFor(
+    async () => {
+      try {
+        opened = await openPty(...args)
+        return true
+      } catch (err) {
+        if ((err as { body?: { code?: string } }).body?.code !== 'too_many_terminals') throw err
+        refusal = err
+        return false
+      }
+    },
+    10000,
+    50,
+  )
+  if (!free || !opened) throw refusal
+  return opened
+}
+
 /** The command lines of the sandbox's processes matching `re`, seen by a bash execution in the session. */
 async function processesLike(base: string, sid: string, re: string): Promise<string[]> {
   const code = `for p in /proc/[0-9]*; do [ -r $p/cmdline ] && { tr '\\0' ' ' < $p/cmdline; echo; }; done 2>/dev/null | grep -E '${re}' | grep -v grep || true`
@@ -26,7 +51,7 @@ t.test('a terminal', async (t) => {
   const sid = await createSession(h.url)
 
   t.test('runs bash in /workspace as the sandbox user, sized as asked; stty size follows a resize', async (t) => {
-    const p = await openPty(h.url, sid, { cols: 100, rows: 40 })
+    const p = await openFree(h.url, sid, { cols: 100, rows: 40 })
     t.teardown(() => closePty(p))
     t.equal(await shellOutput(p, 'stty size; id -u; pwd; echo $TERM'), '40 100\r\n1000\r\n/workspace\r\nxterm-256color')
     p.resize(132, 50)
@@ -37,14 +62,14 @@ t.test('a terminal', async (t) => {
   })
 
   t.test('the shell keeps its state across commands (cd, a variable, a function)', async (t) => {
-    const p = await openPty(h.url, sid)
+    const p = await openFree(h.url, sid)
     t.teardown(() => closePty(p))
     await shellOutput(p, 'mkdir -p d && cd d && X=41 && f() { echo "f:$1"; }')
     t.equal(await shellOutput(p, 'echo "$PWD $((X + 1))"; f ok'), '/workspace/d 42\r\nf:ok')
   })
 
   t.test('exit: a last text frame carries the exit code, then the socket closes normally', async (t) => {
-    const p = await openPty(h.url, sid)
+    const p = await openFree(h.url, sid)
     p.type('exit 7\r')
     const closed = await p.closed
     t.equal(closed.code, 1000)
@@ -52,7 +77,7 @@ t.test('a terminal', async (t) => {
   })
 
   t.test('closing the socket ends the shell and everything it started', async (t) => {
-    const p = await openPty(h.url, sid)
+    const p = await openFree(h.url, sid)
     await shellOutput(p, '(sleep 4101 &) ; nohup sleep 4102 >/dev/null 2>&1 & setsid sleep 4103 & env -i /bin/sleep 4104 & true')
     t.equal((await processesLike(h.url, sid, 'sleep 410[1-4]')).length, 4, 'four processes run in the sandbox')
     await closePty(p)
@@ -79,7 +104,7 @@ t.test('a terminal', async (t) => {
   })
 
   t.test('a text frame that is not a resize closes the socket (1008)', async (t) => {
-    const p = await openPty(h.url, sid)
+    const p = await openFree(h.url, sid)
     t.teardown(() => closePty(p))
     p.ws.send('{"type":"resize","cols":0,"rows":24}')
     const closed = await p.closed
@@ -88,14 +113,14 @@ t.test('a terminal', async (t) => {
   })
 
   t.test('restarting the session closes its terminals (1001) and what they started is gone', async (t) => {
-    const p = await openPty(h.url, sid)
+    const p = await openFree(h.url, sid)
     await shellOutput(p, 'sleep 4201 & true')
     t.equal((await api(h.url, 'POST', `/v1/sessions/${sid}/restart`)).status, 200)
     const closed = await p.closed
     t.equal(closed.code, 1001)
     t.match(closed.reason, /session/)
     t.same(await processesLike(h.url, sid, 'sleep 4201|bash -i'), [])
-    const again = await openPty(h.url, sid)
+    const again = await openFree(h.url, sid)
     t.equal(await shellOutput(again, 'echo fresh'), 'fresh', 'the restarted session opens a terminal')
     await closePty(again)
   })
@@ -112,14 +137,14 @@ t.test('a terminal', async (t) => {
   })
 
   t.test('an instance that stops closes its terminals (1001); the session opens one again after', async (t) => {
-    const p = await openPty(h.url, sid)
+    const p = await openFree(h.url, sid)
     await shellOutput(p, 'true')
     const stopping = h.restart()
     const closed = await p.closed
     t.equal(closed.code, 1001)
     t.match(closed.reason, /stopping/)
     await stopping
-    const again = await openPty(h.url, sid)
+    const again = await openFree(h.url, sid)
     t.equal(await shellOutput(again, 'echo back'), 'back')
     t.equal((await processesLike(h.url, sid, '^/bin/bash -i')).length, 1, "the stopped instance's shell is gone; only the new one runs")
     await closePty(again)
