@@ -101,7 +101,7 @@ t.test('the Python client: pip install into a virtualenv, then its pytest suite 
   for (const c of cases) {
     // A skip here would mean the server or a key did not reach pytest: it counts as a failure.
     if (c.outcome === 'passed') t.pass(c.name)
-    else t.fail(`${c.name} ${c.outcome}`, { diagnostic: true, message: c.message.slice(0, 6000) })
+    else t.fail(`${c.name} ${c.outcome}`, { diagnostic: true, failure: c.message.slice(0, 6000) })
   }
   t.equal(pytest.code, cases.some((c) => c.outcome === 'failed') ? 1 : 0, 'pytest exited as its tests went')
 })
