@@ -34,7 +34,7 @@ const LimitsRequest = Type.Partial(Limits, { additionalProperties: false })
 
 // propertyNames repeats the key pattern: @fastify/swagger turns patternProperties into
 // additionalProperties, so without it openapi.yaml would accept any key.
-const Metadata = Type.Record(Type.String({ pattern: '^.{1,64}$' }), Type.String({ maxLength: 1024 }), {
+export const Metadata = Type.Record(Type.String({ pattern: '^.{1,64}$' }), Type.String({ maxLength: 1024 }), {
   propertyNames: { pattern: '^.{1,64}$' },
   maxProperties: 32,
   additionalProperties: false,
@@ -111,44 +111,6 @@ export const SessionList = Type.Object(
   },
   { $id: 'SessionList' },
 )
-
-export const CreateSnapshotBody = Type.Object(
-  { name: Type.Optional(Type.String({ maxLength: 200, description: 'A label of your own' })) },
-  { $id: 'CreateSnapshotRequest', additionalProperties: false },
-)
-
-export const Snapshot = Type.Object(
-  {
-    id: SnapshotId,
-    session_id: { ...SessionId, description: 'The session it was taken from (which may be gone since)' },
-    name: Type.String(),
-    created_at: Type.String({ format: 'date-time' }),
-    expires_at: Type.String({ format: 'date-time', description: 'When it is deleted with its checkpoint unless deleted before' }),
-    bytes: Type.Integer({ minimum: 0, description: 'Bytes of its checkpoint on disk (counted in max_snapshot_bytes)' }),
-    runtime: ref(Runtime),
-    template: Type.String({ description: 'The sandbox template of the session it was taken from' }),
-  },
-  { $id: 'Snapshot', additionalProperties: false },
-)
-
-export const SnapshotList = Type.Object(
-  {
-    snapshots: Type.Array(ref(Snapshot)),
-    next_cursor: Type.Union([Type.String(), Type.Null()], { description: 'Pass as ?cursor= for the next page; null at the end' }),
-  },
-  { $id: 'SnapshotList' },
-)
-
-export const ForkBody = Type.Object(
-  {
-    count: Type.Optional(Type.Integer({ minimum: 1, maximum: 16, description: 'How many copies (default 1)' })),
-    idle_timeout_s: Type.Optional(Type.Integer({ minimum: 1, description: "Each copy's idle seconds before it is reaped (default: the parent's)" })),
-    metadata: Type.Optional(Metadata),
-  },
-  { $id: 'ForkRequest', additionalProperties: false },
-)
-
-export const ForkResult = Type.Object({ sessions: Type.Array(ref(Session)) }, { $id: 'ForkResult', additionalProperties: false })
 
 export const ExecuteBody = Type.Object(
   {
@@ -361,8 +323,6 @@ export const FileList = Type.Object(
 export type SessionT = Static<typeof Session>
 export type LimitsT = Static<typeof Limits>
 export type CreateSessionBodyT = Static<typeof CreateSessionBody>
-export type SnapshotT = Static<typeof Snapshot>
-export type ForkBodyT = Static<typeof ForkBody>
 export type OneShotBodyT = Static<typeof OneShotBody>
 export type ExecutionT = Static<typeof Execution>
 export type DoneStatusT = Static<typeof DoneStatus>

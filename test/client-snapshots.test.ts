@@ -2,25 +2,13 @@
 // (snapshot_session, list_snapshots, delete_snapshot, fork_session, create_session {snapshot_id}) on
 // the real engine with runsc: each copy holds the state taken, and a change in one is seen by no other.
 import t from 'tap'
-import { spawn } from 'node:child_process'
-import { fileURLToPath } from 'node:url'
 import { NotFoundError, ReplcastClient, type Execution } from '../clients/typescript/src/index.ts'
 import { API_KEY, OTHER_KEY } from './helpers/app.js'
+import { runCli } from './helpers/cli.js'
 import { startHibernationApp } from './helpers/hibernation.js'
 import { callTool, connectMcp, textOf } from './helpers/mcp.js'
 
-const BIN = fileURLToPath(new URL('../clients/typescript/bin/replcast.js', import.meta.url))
-
-function cli(url: string, args: string[]): Promise<{ code: number | null; out: string; err: string }> {
-  const env: Record<string, string | undefined> = { ...process.env, REPLCAST_URL: url, REPLCAST_API_KEY: API_KEY }
-  delete env.NODE_OPTIONS // tap's TypeScript loader: the CLI must run on plain Node
-  const child = spawn(process.execPath, [BIN, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] })
-  let out = ''
-  let err = ''
-  child.stdout.on('data', (b: Buffer) => (out += b.toString()))
-  child.stderr.on('data', (b: Buffer) => (err += b.toString()))
-  return new Promise((resolve) => child.on('close', (code) => resolve({ code, out, err })))
-}
+const cli = runCli
 
 const stdout = (ex: Execution) =>
   ex.events

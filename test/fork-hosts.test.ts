@@ -8,14 +8,11 @@ import t from 'tap'
 import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { randomBytes } from 'node:crypto'
 import Docker from 'dockerode'
-import { Redis } from 'ioredis'
-import { removeDeployment, testEnv } from './helpers/app.js'
 import { api, createSession, stdoutText } from './helpers/client.js'
 import { checkpointEngineHost } from './helpers/hibernation.js'
 import { startSecondEngine } from './helpers/second-engine.js'
-import { freePort, killHard, spawnServer, type ServerProcess } from './helpers/server-process.js'
+import { processDeployment } from './helpers/deployment.js'
 
 const SETUP = `
 import os, numpy
@@ -36,37 +33,12 @@ t.test('a fork of 4 places copies on both engines, each with the state and indep
   const e1 = new Docker()
   const e1id = ((await e1.info()) as { ID: string }).ID
 
-  const tag = randomBytes(4).toString('hex')
-  const prefix = `replcast-test-${tag}:`
-  const deployment = `test-${tag}`
   const shared = mkdtempSync(join(tmpdir(), 'rc-fork-hosts-'))
-  const redis = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379')
-  const servers: ServerProcess[] = []
-  t.teardown(async () => {
-    await Promise.all(servers.map((s) => killHard(s)))
-    await removeDeployment(deployment)
-    const keys = await redis.keys(`${prefix}*`)
-    if (keys.length) await redis.del(...keys)
-    redis.disconnect()
-    rmSync(shared, { recursive: true, force: true })
-  })
-  const start = async (name: string, dockerHost: string, share: string, checkpoints: string) => {
-    const s = await spawnServer(
-      testEnv({
-        REPLCAST_KEY_PREFIX: prefix,
-        REPLCAST_DEPLOYMENT: deployment,
-        REPLCAST_INSTANCE_ID: `${name}-${tag}`,
-        PORT: String(await freePort()),
-        LOG_LEVEL: 'warn',
-        DOCKER_HOST: dockerHost,
-        HOST_MEMORY_SHARE: share,
-        SANDBOX_RUNTIME: 'runsc',
-        CHECKPOINT_DIR: checkpoints,
-      }),
-    )
-    servers.push(s)
-    return s
-  }
+  t.teardown(() => rmSync(shared, { recursive: true, force: true }))
+  const d = processDeployment(t)
+  const { prefix, deployment, redis } = d
+  const start = (name: string, dockerHost: string, share: string, checkpoints: string) =>
+    d.start(name, { DOCKER_HOST: dockerHost, HOST_MEMORY_SHARE: share, SANDBOX_RUNTIME: 'runsc', CHECKPOINT_DIR: checkpoints })
   const store = join(shared, 'store')
   // Both engines have room; engine 1 the most, so the parent is made there.
   const [a, b] = await Promise.all([start('a', host1, '0.8', store), start('b', e2.host, '0.5', store)])

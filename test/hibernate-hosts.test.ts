@@ -8,14 +8,12 @@ import t from 'tap'
 import { appendFileSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { randomBytes } from 'node:crypto'
 import Docker from 'dockerode'
-import { Redis } from 'ioredis'
-import { removeDeployment, testEnv } from './helpers/app.js'
 import { api, createSession, stdoutText } from './helpers/client.js'
 import { checkpointEngineHost } from './helpers/hibernation.js'
 import { startSecondEngine } from './helpers/second-engine.js'
-import { freePort, killHard, spawnServer, type ServerProcess } from './helpers/server-process.js'
+import { killHard } from './helpers/server-process.js'
+import { processDeployment } from './helpers/deployment.js'
 import { waitFor } from './helpers/wait.js'
 
 const SETUP = `
@@ -41,38 +39,12 @@ t.test('a session hibernated on engine 1 wakes on engine 2 once engine 1 has no 
   const e1id = ((await e1.info()) as { ID: string }).ID
   t.not(e2.id, e1id, 'each engine has an id of its own')
 
-  const tag = randomBytes(4).toString('hex')
-  const prefix = `replcast-test-${tag}:`
-  const deployment = `test-${tag}`
   const shared = mkdtempSync(join(tmpdir(), 'rc-hosts-cp-'))
-  const redis = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379')
-  const servers: ServerProcess[] = []
-  t.teardown(async () => {
-    await Promise.all(servers.map((s) => killHard(s)))
-    await removeDeployment(deployment)
-    const keys = await redis.keys(`${prefix}*`)
-    if (keys.length) await redis.del(...keys)
-    redis.disconnect()
-    rmSync(shared, { recursive: true, force: true })
-  })
-  const start = async (name: string, dockerHost: string, share: string) => {
-    const s = await spawnServer(
-      testEnv({
-        REPLCAST_KEY_PREFIX: prefix,
-        REPLCAST_DEPLOYMENT: deployment,
-        REPLCAST_INSTANCE_ID: `${name}-${tag}`,
-        PORT: String(await freePort()),
-        LOG_LEVEL: 'warn',
-        DOCKER_HOST: dockerHost,
-        HOST_MEMORY_SHARE: share,
-        LEASE_TTL_MS: '3000',
-        SANDBOX_RUNTIME: 'runsc',
-        CHECKPOINT_DIR: join(shared, 'store'),
-      }),
-    )
-    servers.push(s)
-    return s
-  }
+  t.teardown(() => rmSync(shared, { recursive: true, force: true }))
+  const d = processDeployment(t)
+  const { prefix, deployment, redis } = d
+  const start = (name: string, dockerHost: string, share: string) =>
+    d.start(name, { DOCKER_HOST: dockerHost, HOST_MEMORY_SHARE: share, LEASE_TTL_MS: '3000', SANDBOX_RUNTIME: 'runsc', CHECKPOINT_DIR: join(shared, 'store') })
   // A on engine 1 with room, B on engine 2 made to look full: sessions are made on engine 1.
   const [a, b] = await Promise.all([start('a', host1, '0.8'), start('b', e2.host, '0.05')])
   const engineOf = (sid: string) => redis.hget(`${prefix}{${sid}}:session`, 'engine')

@@ -6,6 +6,7 @@ import type { FastifyInstance } from 'fastify'
 import type { TSchema } from 'typebox'
 import * as agentSchemas from '../agent/schemas.js'
 import * as schemas from '../schemas.js'
+import * as snapshotSchemas from '../snapshot-schemas.js'
 import { installValidation } from './validation.js'
 
 /** The API's version: the document's, and the MCP server's. */
@@ -19,11 +20,11 @@ const COMPONENTS: TSchema[] = [
   schemas.CreateSessionBody,
   schemas.Session,
   schemas.SessionList,
-  schemas.CreateSnapshotBody,
-  schemas.Snapshot,
-  schemas.SnapshotList,
-  schemas.ForkBody,
-  schemas.ForkResult,
+  snapshotSchemas.CreateSnapshotBody,
+  snapshotSchemas.Snapshot,
+  snapshotSchemas.SnapshotList,
+  snapshotSchemas.ForkBody,
+  snapshotSchemas.ForkResult,
   schemas.ExecuteBody,
   schemas.OneShotBody,
   schemas.TemplateList,

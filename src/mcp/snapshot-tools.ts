@@ -2,7 +2,8 @@
 // delete snapshots, and fork a session into independent copies, so an agent can try several
 // approaches from one state without rebuilding it. A new session from a snapshot is create_session.
 import { Type } from 'typebox'
-import { CreateSnapshotBody, ForkBody, Session, SnapshotId } from '../schemas.js'
+import { Session, SnapshotId } from '../schemas.js'
+import { CreateSnapshotBody, ForkBody } from '../snapshot-schemas.js'
 import { closedWorld, json, text, tool } from './tool-def.js'
 
 const snapshotSession = tool({

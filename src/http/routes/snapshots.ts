@@ -3,7 +3,7 @@
 import type { FastifyInstance } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
-import { CreateSnapshotBody, ForkBody, ForkResult, Snapshot, SnapshotList } from '../../schemas.js'
+import { CreateSnapshotBody, ForkBody, ForkResult, Snapshot, SnapshotList } from '../../snapshot-schemas.js'
 import type { Snapshots } from '../../sessions/index.js'
 import { problems, ref, SessionParams, SnapshotParams } from '../schema-refs.js'
 import { bindRequestLog } from '../request-log.js'
