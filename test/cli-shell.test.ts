@@ -20,7 +20,7 @@ t.test('replcast shell in tmux', async (t) => {
   const sid = await createSession(h.url)
 
   const socket = `replcast-test-${randomBytes(4).toString('hex')}`
-  const env = { ...cliEnv(h.url), TERM: 'xterm-256color' }
+  const env: Record<string, string | undefined> = { ...cliEnv(h.url), TERM: 'xterm-256color' }
   delete env.TMUX
   const tmux = (...args: string[]) => run('tmux', ['-L', socket, '-f', '/dev/null', ...args], { env })
   // After the CLI: its exit code and whether the terminal is back in cooked mode (icanon, echo), then the pane stays.
