@@ -94,10 +94,11 @@ export async function adoptRunning(deps: AdoptRunningDeps, rec: SessionRecord, t
 }
 
 /**
- * `next`, the oldest execution Redis has queued, as running when the sandbox's log shows the REPL got
- * it, or it speaks of it now (the instance before sent it and stopped before its start was recorded): its start is recorded
- * now, with its `running` status, from its creation time (its log is read from then, and its time
- * limit counts from then). Undefined when the REPL never got it: it runs from the queue.
+ * `next`, the oldest execution Redis has queued, as running when the REPL got it (its frames are in
+ * the sandbox's log, or arrive now): the instance before sent it and stopped before its start was
+ * recorded. Its start is recorded now, with its `running` status, from its creation time (its log is
+ * read from then, and its time limit counts from then). Undefined when the REPL never got it: it
+ * runs from the queue.
  */
 async function startedMeanwhile(deps: AdoptRunningDeps, live: LiveSession, next: ExecutionRecord, early: ReplFrame[]): Promise<ExecutionRecord | undefined> {
   const raw = await deps.driver.readStdoutLog(live.containerId, next.created_at).catch((err: unknown) => {
