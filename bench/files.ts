@@ -28,6 +28,7 @@ const env = {
   REPLCAST_INSTANCE_ID: `bench-files-${tag}`,
   LOG_LEVEL: 'warn',
   SANDBOX_POOL_SIZE: '0',
+  SANDBOX_RUNTIME: 'runc',
   TENANT_RATE_PER_MIN: '1000000',
 }
 const auth = { authorization: `Bearer ${key}` }

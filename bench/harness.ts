@@ -29,6 +29,8 @@ export async function startBenchApp(env: Record<string, string> = {}): Promise<B
     TENANT_RATE_PER_MIN: '1000000',
     // Cold sandboxes unless a benchmark asks for the warm pool (bench/pool.ts), so figures stay comparable.
     SANDBOX_POOL_SIZE: '0',
+    // runc, as bench/server.ts (its figures are runc's).
+    SANDBOX_RUNTIME: 'runc',
     ...env,
   })
   const app = await buildApp({ config, logger: pino({ level: 'silent' }) })

@@ -54,6 +54,7 @@ async function startServer(): Promise<Server> {
     PORT: String(port),
     LOG_LEVEL: 'silent',
     SANDBOX_POOL_SIZE: '0',
+    SANDBOX_RUNTIME: 'runc',
     TENANT_MAX_SESSIONS: '1000',
     TENANT_RATE_PER_MIN: '1000000',
   }

@@ -2,16 +2,19 @@
 // client is this process), prints every figure with its same-run baseline, ratio and target, and
 // writes them to bench/results/<time>.json and bench/results/latest.json.
 // Run: node --import=@tapjs/typescript/import bench/run.ts [group...]   (all groups when none is named)
-// Knobs: BENCH_ROUNDS (>= 500), BENCH_DENSITY (sessions, default 100), BENCH_SOAK=1 (1,000 + 1,000 creates).
+// Knobs: BENCH_ROUNDS (>= 500), BENCH_DENSITY (sessions, default 100), BENCH_SOAK=1 (1,000 + 1,000 creates),
+// BENCH_HIBERNATED (sessions hibernated at once, default 100; the figure is at 1,000).
 import { bulk } from './bulk.js'
 import { coldCreate } from './cold-create.js'
 import { density } from './density.js'
 import { fairShare } from './fair-share.js'
 import { firstOutput } from './first-output.js'
+import { hibernate } from './hibernate.js'
 import { latency } from './latency.js'
 import { idleMemory } from './memory.js'
 import { redisBytes } from './redis-bytes.js'
 import { Report } from './report.js'
+import { runtimes } from './runtimes.js'
 import { soak } from './soak.js'
 import { throughput } from './throughput.js'
 
@@ -26,6 +29,8 @@ const GROUPS: Record<string, (r: Report) => Promise<void>> = {
   'cold-create': coldCreate,
   soak,
   'fair-share': fairShare,
+  runtimes,
+  hibernate,
 }
 
 const asked = process.argv.slice(2)

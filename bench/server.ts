@@ -63,8 +63,9 @@ function freePort(): Promise<number> {
 /**
  * Starts a server with limits no benchmark should meet (rate, sessions, concurrent executions), cold
  * sandboxes (no pool) of 256 MiB so that 50-100 sessions fit the host's memory share, and `env` on top.
+ * `onLine` gets each line the server prints (its log: figures it alone can see, such as phases).
  */
-export async function startServer(env: Record<string, string> = {}): Promise<BenchServer> {
+export async function startServer(env: Record<string, string> = {}, opts: { onLine?: (line: string) => void } = {}): Promise<BenchServer> {
   const tag = randomBytes(4).toString('hex')
   const key = `bench-key-${tag}`
   const prefix = `replcast-bench-${tag}:`
@@ -88,6 +89,8 @@ export async function startServer(env: Record<string, string> = {}): Promise<Ben
       REPLCAST_INSTANCE_ID: `bench-${tag}`,
       LOG_LEVEL: 'warn',
       SANDBOX_POOL_SIZE: '0',
+      // The figures of docs/performance.md are runc's, beside runc baselines; `runtimes` and `hibernate` name runsc.
+      SANDBOX_RUNTIME: 'runc',
       SANDBOX_MEMORY_MB: '256',
       TENANT_MAX_SESSIONS: '5000',
       TENANT_RATE_PER_MIN: '1000000000',
@@ -97,10 +100,18 @@ export async function startServer(env: Record<string, string> = {}): Promise<Ben
     stdio: ['ignore', 'pipe', 'pipe'],
   })
   let output = ''
+  let partial = ''
   const keep = (b: Buffer) => {
     output = (output + b.toString()).slice(-20000)
   }
-  child.stdout!.on('data', keep)
+  // The log is on stdout, one JSON object a line.
+  child.stdout!.on('data', (b: Buffer) => {
+    keep(b)
+    if (!opts.onLine) return
+    const lines = (partial + b.toString()).split('\n')
+    partial = lines.pop() ?? ''
+    for (const l of lines) opts.onLine(l)
+  })
   child.stderr!.on('data', keep)
   const base = `http://127.0.0.1:${port}`
   const end = Date.now() + 60_000

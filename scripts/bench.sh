@@ -2,8 +2,10 @@
 # npm run bench: issue 11's figures first (bench/run.ts: each with its same-run baseline, ratio and target,
 # written to bench/results/<time>.json and bench/results/latest.json), then the other benchmarks under bench/.
 # npm run bench -- GROUP...   runs only those groups of bench/run.ts (latency, first-output, throughput,
-# redis-bytes, memory, density, bulk, cold-create, soak, fair-share). BENCH_DENSITY=1000 and BENCH_SOAK=1 run the
-# issue's full density and soak (longer).
+# redis-bytes, memory, density, bulk, cold-create, soak, fair-share, runtimes, hibernate; hibernate needs an
+# engine that can checkpoint: the local one once setup has turned experimental mode on, or DOCKER_HOST).
+# BENCH_DENSITY=1000 and BENCH_SOAK=1 run the issue's full density and soak (longer); BENCH_HIBERNATED=1000 the
+# issue's hibernated count.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh all

@@ -45,31 +45,59 @@ ensure_deps() { # npm packages, reinstalled when package-lock.json changed
   echo "$want" > "$stamp"
 }
 
-register_runsc() { # gVisor as the Docker runtime "runsc", network off inside the sandbox kernel
+configure_dockerd() { # /etc/docker/daemon.json: gVisor as the runtime "runsc" (network off inside the sandbox kernel),
+  # experimental mode (Docker's checkpoint API, for hibernate, snapshots and fork) and live-restore (a restart
+  # of dockerd leaves running sandboxes running). Prints what changed: "reload" (SIGHUP applies it), "restart", or nothing.
   local conf=/etc/docker/daemon.json
-  command -v runsc >/dev/null || return 0
-  if [ -f "$conf" ] && grep -q '"runsc"' "$conf"; then return 1; fi
-  say "registering gVisor (runsc) with dockerd in $conf"
   as_root mkdir -p /etc/docker
   node -e '
-    const fs = require("fs"); const f = process.argv[1];
+    const fs = require("fs"); const [f, runsc] = process.argv.slice(1);
     let c = {}; try { c = JSON.parse(fs.readFileSync(f, "utf8")); } catch {}
-    c.runtimes = { ...(c.runtimes || {}), runsc: { path: process.argv[2], runtimeArgs: ["--network=none"] } };
-    fs.writeFileSync(f, JSON.stringify(c, null, 2) + "\n");' "$conf" "$(command -v runsc)"
-  return 0
+    const before = JSON.stringify(c);
+    let restart = false;
+    if (runsc) c.runtimes = { ...(c.runtimes || {}), runsc: { path: runsc, runtimeArgs: ["--network=none"] } };
+    c["live-restore"] = true;
+    if (c.experimental !== true) { c.experimental = true; restart = true; }
+    if (JSON.stringify(c) === before) process.exit(0);
+    fs.writeFileSync(f, JSON.stringify(c, null, 2) + "\n");
+    console.log(restart ? "restart" : "reload");' "$conf" "$(command -v runsc || true)"
 }
 
-ensure_docker() {
-  ensure_apt docker.io runsc
-  if register_runsc && docker info >/dev/null 2>&1; then
-    as_root pkill -HUP -x dockerd || true
-  fi
-  docker info >/dev/null 2>&1 && return 0
+# Replcast's sandboxes running on this dockerd (a restart of dockerd with live-restore keeps them, but
+# their API instances lose their attach streams for a moment).
+running_sandboxes() { docker ps -q --filter label=replcast.session 2>/dev/null | wc -l; }
+
+start_dockerd() {
   say "starting dockerd (log: $REPLCAST_STATE/dockerd.log)"
   as_root rm -f /var/run/docker.pid
   as_root setsid nohup dockerd >"$REPLCAST_STATE/dockerd.log" 2>&1 < /dev/null &
   for _ in $(seq 1 120); do docker info >/dev/null 2>&1 && return 0; sleep 0.5; done
   say "dockerd did not come up; last lines of its log:"; tail -20 "$REPLCAST_STATE/dockerd.log" >&2; return 1
+}
+
+ensure_docker() {
+  ensure_apt docker.io runsc
+  local change
+  change="$(configure_dockerd)"
+  if ! docker info >/dev/null 2>&1; then start_dockerd; return; fi
+  [ -n "$change" ] && { say "dockerd: runsc, live-restore and experimental mode in /etc/docker/daemon.json"; as_root pkill -HUP -x dockerd || true; }
+  [ "$(docker info --format '{{.ExperimentalBuild}}')" = true ] && return 0
+  # Experimental mode is read only at start. Live-restore (just reloaded) keeps sandboxes running
+  # across the restart, but their API instances would lose their attach streams: with sandboxes
+  # running, that is for the operator to choose (REPLCAST_RESTART_DOCKERD=1). Until then, hibernate,
+  # snapshots and fork answer 409 not_supported.
+  local n
+  n="$(running_sandboxes)"
+  if [ "$n" -gt 0 ] && [ "${REPLCAST_RESTART_DOCKERD:-}" != 1 ]; then
+    say "warning: dockerd runs without experimental mode, so hibernate, snapshots and fork answer 409 not_supported; $n sandboxes run, so it is not restarted now (REPLCAST_RESTART_DOCKERD=1 restarts it; live-restore keeps them running)"
+    return 0
+  fi
+  say "restarting dockerd for experimental mode (checkpoints)"
+  local pid
+  pid="$(pgrep -x dockerd | head -1)"
+  as_root kill -TERM "$pid"
+  for _ in $(seq 1 120); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
+  start_dockerd
 }
 
 # The Redis replcast starts also listens on a unix socket, owner only (mode 700), which the service,

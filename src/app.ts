@@ -20,6 +20,7 @@ import { createCluster } from './cluster/index.js'
 import { installHolderRouting } from './http/holder-routing.js'
 import { installMcpRouting } from './http/mcp-routing.js'
 import { installPlacement } from './http/placement.js'
+import { remoteCopies } from './http/remote-copies.js'
 import { createMetrics } from './metrics.js'
 import { authenticate, isAuthenticatedRoute } from './http/auth.js'
 import { clientErrorHandler, frameworkErrorHandler, installProblemHandling } from './http/problem-handler.js'
@@ -31,6 +32,7 @@ import { streamTokenSecret } from './http/stream-token.js'
 import { parseQuery } from './http/query.js'
 import { installOriginFormOnly } from './http/request-target.js'
 import { sessionRoutes } from './http/routes/sessions.js'
+import { snapshotRoutes } from './http/routes/snapshots.js'
 import { executionRoutes } from './http/routes/executions.js'
 import { oneShotRoutes } from './http/routes/one-shot.js'
 import { fileRoutes } from './http/routes/files.js'
@@ -90,6 +92,8 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   const layer = createSessionLayer({ config, stores, feed, driver, log: log.child({ component: 'sessions' }), metrics, llmRequests: subCalls })
   const { sessions, executions } = layer
   const cluster = createCluster({ config, stores, log: log.child({ component: 'cluster' }), sessions: layer })
+  // A fork's copies placed on other engines are woken (or deleted) there by a signed call to an instance on it.
+  layer.snapshots.placeCopiesWith(remoteCopies(cluster, layer.engines))
   const llm = new LlmService({ config, executions, stores, log: log.child({ component: 'agent' }), llm: llmClient, subCalls, budget, allowedModels: models })
   const streams = new SseStreams()
 
@@ -134,13 +138,22 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     metrics.httpSeconds.observe({ method: req.method, route: req.routeOptions.url ?? 'unknown', status: String(reply.statusCode) }, reply.elapsedTime / 1000)
   })
 
-  await app.register(sessionRoutes, { sessions, executions })
+  await app.register(sessionRoutes, { sessions, executions, snapshots: layer.snapshots })
+  await app.register(snapshotRoutes, { snapshots: layer.snapshots })
   await app.register(executionRoutes, { executions, streams, secret: streamTokenSecret(stores.leases) })
   await app.register(fileRoutes, { files: layer.files, maxDrainBytes: config.MAX_FILE_BYTES })
   await app.register(processRoutes, { processes: layer.processes, streams })
   await app.register(oneShotRoutes, { oneShots: layer.oneShots, executions, streams, templates: layer.templates })
   await app.register(messageRoutes, { executions, streams, llm })
-  await app.register(mcpRoutes, { sessions, executions, files: layer.files, oneShots: layer.oneShots, processes: layer.processes, version: API_VERSION })
+  await app.register(mcpRoutes, {
+    sessions,
+    executions,
+    files: layer.files,
+    oneShots: layer.oneShots,
+    processes: layer.processes,
+    snapshots: layer.snapshots,
+    version: API_VERSION,
+  })
   await app.register(ptyRoutes, {
     terminals: layer.terminals,
     sessions,

@@ -56,7 +56,11 @@ export const ConfigSchema = Type.Object({
   ),
   REPLCAST_DEPLOYMENT: Str('default', 'Label value separating deployments sharing one Docker engine'),
   SANDBOX_IMAGE: Str('replcast-sandbox:latest', 'Sandbox image'),
-  SANDBOX_RUNTIME: Type.Union([Type.Literal('runc'), Type.Literal('runsc')], { default: 'runc', description: 'Default container runtime (runsc = gVisor)' }),
+  SANDBOX_RUNTIME: Type.Union([Type.Literal('runc'), Type.Literal('runsc')], {
+    default: 'runsc',
+    description:
+      'Default container runtime: runsc (gVisor: a kernel of its own between sandbox code and the host; hibernate, snapshots and fork) or runc (less memory per awake session, no checkpoints)',
+  }),
   SANDBOX_USER: Str('1000:1000', 'uid:gid the REPL runs as'),
   SANDBOX_MEMORY_MB: Int(512, 32, 1 << 20, 'Default memory limit per sandbox (no swap)'),
   SANDBOX_CPUS: Num(1, 0.05, 256, 'Default CPU limit per sandbox'),
@@ -111,6 +115,20 @@ export const ConfigSchema = Type.Object({
   MAX_OUTPUT_BYTES: Int(100_000_000, 1024, 1 << 30, "Ceiling for a session's output_bytes"),
   IDLE_TIMEOUT_S: Int(600, 1, 30 * 86400, 'Default idle time before a session is reaped'),
   MAX_IDLE_TIMEOUT_S: Int(86400, 1, 30 * 86400, "Ceiling for a session's idle_timeout_s"),
+  IDLE_ACTION: Type.Union([Type.Literal('delete'), Type.Literal('hibernate')], {
+    default: 'delete',
+    description: 'What happens to a session at its idle deadline unless it asks (idle_action): deleted, or hibernated (runsc sessions; others are deleted)',
+  }),
+  HIBERNATED_TTL_S: Int(7 * 86400, 1, 365 * 86400, 'Default time a hibernated session is kept before it is deleted with its checkpoint'),
+  MAX_HIBERNATED_TTL_S: Int(30 * 86400, 1, 365 * 86400, "Ceiling for a session's hibernated_ttl_s"),
+  TENANT_MAX_HIBERNATED_SESSIONS: Int(100, 1, 1 << 20, 'Hibernated sessions per tenant (they do not count in TENANT_MAX_SESSIONS)'),
+  SNAPSHOT_TTL_S: Int(30 * 86400, 1, 3650 * 86400, 'How long a snapshot is kept (its session may be gone) before it is deleted with its checkpoint'),
+  TENANT_MAX_SNAPSHOTS: Int(100, 1, 1 << 20, 'Snapshots per tenant'),
+  TENANT_MAX_SNAPSHOT_BYTES: Int(10 * 1024 ** 3, 1024 * 1024, 2 ** 50, "Bytes of checkpoint files a tenant's snapshots may hold in all"),
+  CHECKPOINT_DIR: Str(
+    '.replcast/checkpoints',
+    "Where hibernated sessions' checkpoints are kept (owner-only; every API instance on one engine must use the same folder, and one folder shared by every engine's instances lets a hibernated session wake on another engine once its own has no instance left); relative paths start at the working directory",
+  ),
   EXEC_TIMEOUT_S: Num(60, 0.1, 86400, 'Default execution timeout'),
   MAX_EXEC_TIMEOUT_S: Num(3600, 0.1, 86400, "Ceiling for an execution's timeout_s"),
   EXEC_QUEUE_DEPTH: Int(8, 0, 1000, 'Executions that may wait behind the running one in a session'),
@@ -189,6 +207,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     throw new ConfigError(`invalid ${name}=${JSON.stringify(env[name] ?? '')}: ${firstError.message}`)
   }
   if (parsed.MAX_MEMORY_MB < parsed.SANDBOX_MEMORY_MB) throw new ConfigError('MAX_MEMORY_MB must be >= SANDBOX_MEMORY_MB')
+  if (parsed.MAX_HIBERNATED_TTL_S < parsed.HIBERNATED_TTL_S) throw new ConfigError('MAX_HIBERNATED_TTL_S must be >= HIBERNATED_TTL_S')
   let redisSentinels: Array<{ host: string; port: number }>
   try {
     redisSentinels = parseSentinels(parsed.REDIS_SENTINELS)

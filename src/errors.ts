@@ -15,6 +15,7 @@ export const ERRORS = {
   permission_denied: { status: 403, title: "The sandbox's file permissions refuse this" },
   not_found: { status: 404, title: 'No such resource' },
   session_not_found: { status: 404, title: 'No such session' },
+  snapshot_not_found: { status: 404, title: 'No such snapshot' },
   execution_not_found: { status: 404, title: 'No such execution' },
   file_not_found: { status: 404, title: 'No such file or folder in the workspace' },
   process_not_found: { status: 404, title: 'No such process' },
@@ -27,6 +28,9 @@ export const ERRORS = {
   process_exited: { status: 409, title: 'The process has exited' },
   stdin_closed: { status: 409, title: "The process's stdin was closed (eof)" },
   stdin_full: { status: 409, title: 'The process has not read the stdin sent to it before; try again' },
+  session_busy: { status: 409, title: 'The session is running code; try again when it is idle' },
+  not_supported: { status: 409, title: "The session's runtime cannot do this" },
+  snapshot_refused: { status: 409, title: 'The snapshot failed its checksum and was not restored' },
   too_many_terminals: { status: 409, title: 'The session has as many open terminals as it may' },
   payload_too_large: { status: 413, title: 'The request body is too large' },
   workspace_full: { status: 413, title: "The session's workspace has no room for this" },
@@ -44,6 +48,7 @@ export const ERRORS = {
   unavailable: { status: 503, title: 'A backing service is unavailable' },
   capacity: { status: 503, title: 'The host has no room for another sandbox' },
   session_moving: { status: 503, title: 'The session is moving to another API instance; try again shortly' },
+  checkpoint_space: { status: 507, title: 'There is no disk space for the checkpoint' },
 } as const satisfies Record<string, { status: number; title: string }>
 
 export type ErrorCode = keyof typeof ERRORS

@@ -1,10 +1,41 @@
 // Prometheus metrics of one app instance (its own registry, so tests can build many apps).
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
 
+/** What the checkpoints on this instance's disk hold, read when /metrics is (set by the sessions layer). */
+interface CheckpointUsageSource {
+  read: (() => Promise<{ checkpoints: number; bytes: number }>) | null
+}
+
+/** Every tenant's snapshots and their bytes, read from Redis when /metrics is (set by the sessions layer). */
+interface SnapshotUsageSource {
+  read: (() => Promise<{ snapshots: number; bytes: number }>) | null
+}
+
+/** How long a scrape waits for a source: /metrics answers while Redis or the disk is slow or away. */
+const SOURCE_WAIT_MS = 1000
+
+/** What `read` answers within SOURCE_WAIT_MS; undefined when it fails or is late (the gauge keeps its last value). */
+async function soon<T>(read: (() => Promise<T>) | null): Promise<T | undefined> {
+  if (!read) return undefined
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const late = new Promise<undefined>((resolve) => {
+    timer = setTimeout(() => resolve(undefined), SOURCE_WAIT_MS)
+  })
+  try {
+    return await Promise.race([read().catch(() => undefined), late])
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
 export function createMetrics() {
   const registry = new Registry()
   collectDefaultMetrics({ register: registry })
+  const checkpointUsage: CheckpointUsageSource = { read: null }
+  const snapshotUsage: SnapshotUsageSource = { read: null }
   return {
+    checkpointUsage,
+    snapshotUsage,
     registry,
     /** Set by the session registry. */
     sessionsAttached: new Gauge({ name: 'replcast_sessions_attached', help: 'Sessions attached to this instance', registers: [registry] }),
@@ -13,6 +44,54 @@ export function createMetrics() {
       help: 'Time to create a session until its REPL is ready',
       registers: [registry],
       buckets: [0.1, 0.25, 0.5, 1, 2, 5, 10, 30],
+    }),
+    hibernateSeconds: new Histogram({
+      name: 'replcast_session_hibernate_seconds',
+      help: 'Time to hibernate a session (checkpoint, seal, container removal)',
+      registers: [registry],
+      buckets: [0.1, 0.25, 0.5, 1, 2, 5, 10, 30],
+    }),
+    wakeSeconds: new Histogram({
+      name: 'replcast_session_wake_seconds',
+      help: 'Time to wake a hibernated session until its REPL answers',
+      registers: [registry],
+      buckets: [0.1, 0.25, 0.5, 1, 2, 5, 10, 30],
+    }),
+    hibernatedSessions: new Gauge({
+      name: 'replcast_hibernated_sessions',
+      help: "Checkpoints on this instance's disk (CHECKPOINT_DIR): hibernated sessions', and refused ones kept for their dead session",
+      registers: [registry],
+      async collect() {
+        const usage = await soon(checkpointUsage.read)
+        if (usage) this.set(usage.checkpoints)
+      },
+    }),
+    snapshots: new Gauge({
+      name: 'replcast_snapshots',
+      help: 'Snapshots kept (every tenant, every instance)',
+      registers: [registry],
+      async collect() {
+        const usage = await soon(snapshotUsage.read)
+        if (usage) this.set(usage.snapshots)
+      },
+    }),
+    snapshotBytes: new Gauge({
+      name: 'replcast_snapshot_bytes',
+      help: "Bytes of the snapshots' checkpoints (every tenant)",
+      registers: [registry],
+      async collect() {
+        const usage = await soon(snapshotUsage.read)
+        if (usage) this.set(usage.bytes)
+      },
+    }),
+    checkpointBytes: new Gauge({
+      name: 'replcast_checkpoint_bytes',
+      help: "Bytes of hibernated sessions' checkpoints on this instance's disk",
+      registers: [registry],
+      async collect() {
+        const usage = await soon(checkpointUsage.read)
+        if (usage) this.set(usage.bytes)
+      },
     }),
     sessionsReaped: new Counter({ name: 'replcast_sessions_reaped_total', help: 'Idle sessions reaped by this instance', registers: [registry] }),
     /** Set by the warm pool (pool.ts). */

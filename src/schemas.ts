@@ -12,6 +12,7 @@ const Id = (prefix: string, description: string) => Type.String({ pattern: `^${p
 export const SessionId = Id('ses', 'Session id')
 export const ExecutionId = Id('exe', 'Execution id')
 export const ProcessId = Id('prc', 'Process id')
+export const SnapshotId = Id('snp', 'Snapshot id')
 
 export const Runtime = Type.Union([Type.Literal('runc'), Type.Literal('runsc')], {
   $id: 'Runtime',
@@ -33,7 +34,7 @@ const LimitsRequest = Type.Partial(Limits, { additionalProperties: false })
 
 // propertyNames repeats the key pattern: @fastify/swagger turns patternProperties into
 // additionalProperties, so without it openapi.yaml would accept any key.
-const Metadata = Type.Record(Type.String({ pattern: '^.{1,64}$' }), Type.String({ maxLength: 1024 }), {
+export const Metadata = Type.Record(Type.String({ pattern: '^.{1,64}$' }), Type.String({ maxLength: 1024 }), {
   propertyNames: { pattern: '^.{1,64}$' },
   maxProperties: 32,
   additionalProperties: false,
@@ -46,11 +47,18 @@ const ENV_NAME = '^(?!(PATH|HOME)$)(?!PYTHON|LD_|MPL|REPLCAST_)[A-Za-z_][A-Za-z0
 /** A template name; whether it exists is the service's to say (400 unknown_template, not a schema error). */
 const TemplateName = Type.String({ minLength: 1, maxLength: 64, description: 'Sandbox template (GET /v1/templates lists them); default "default"' })
 
-const SessionStatus = Type.Union([Type.Literal('starting'), Type.Literal('ready'), Type.Literal('busy'), Type.Literal('dead')])
+const SessionStatus = Type.Union([Type.Literal('starting'), Type.Literal('ready'), Type.Literal('busy'), Type.Literal('hibernated'), Type.Literal('dead')])
+
+export const IdleAction = Type.Union([Type.Literal('delete'), Type.Literal('hibernate')], {
+  $id: 'IdleAction',
+  description: 'At the idle deadline: delete the session, or hibernate it (runsc sessions; its state is kept on disk until hibernated_ttl_s passes)',
+})
 
 export const CreateSessionBody = Type.Object(
   {
     idle_timeout_s: Type.Optional(Type.Integer({ minimum: 1, description: 'Idle seconds before the session is reaped' })),
+    idle_action: Type.Optional(ref(IdleAction)),
+    hibernated_ttl_s: Type.Optional(Type.Integer({ minimum: 1, description: 'Seconds a hibernated session is kept before it is deleted with its checkpoint' })),
     runtime: Type.Optional(ref(Runtime)),
     limits: Type.Optional(LimitsRequest),
     env: Type.Optional(
@@ -63,6 +71,11 @@ export const CreateSessionBody = Type.Object(
     ),
     metadata: Type.Optional(Metadata),
     template: Type.Optional(TemplateName),
+    snapshot_id: Type.Optional({
+      ...SnapshotId,
+      description:
+        "Start from this snapshot: the new session's state is the snapshot's (its runtime, template, limits and env are the snapshot's, so those fields may not be given with it)",
+    }),
   },
   { $id: 'CreateSessionRequest', additionalProperties: false },
 )
@@ -73,8 +86,14 @@ export const Session = Type.Object(
     status: SessionStatus,
     created_at: Type.String({ format: 'date-time' }),
     last_active_at: Type.String({ format: 'date-time' }),
-    expires_at: Type.String({ format: 'date-time', description: 'When the session is reaped unless used again' }),
+    expires_at: Type.String({
+      format: 'date-time',
+      description: 'When the session is reaped (or hibernated, with idle_action "hibernate") unless used again; for a hibernated session, when it is deleted',
+    }),
     idle_timeout_s: Type.Integer(),
+    idle_action: ref(IdleAction),
+    hibernated_ttl_s: Type.Integer({ description: 'Seconds it stays hibernated before it is deleted with its checkpoint' }),
+    hibernated_at: Type.Optional(Type.String({ format: 'date-time', description: 'When it was hibernated (only while it is)' })),
     runtime: ref(Runtime),
     limits: ref(Limits),
     metadata: Metadata,

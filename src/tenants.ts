@@ -21,6 +21,10 @@ export const TenantLimitsOverride = Type.Object(
     max_exec_timeout_s: Type.Optional(PosNum("Ceiling for an execution's timeout_s")),
     max_output_bytes: Type.Optional(Type.Integer({ minimum: 1024, maximum: 1 << 30, description: 'Ceiling for output bytes per execution' })),
     max_idle_timeout_s: Type.Optional(PosInt('Ceiling for idle_timeout_s')),
+    max_hibernated_sessions: Type.Optional(PosInt('Hibernated sessions (not counted in max_sessions)')),
+    max_hibernated_ttl_s: Type.Optional(PosInt('Ceiling for hibernated_ttl_s')),
+    max_snapshots: Type.Optional(PosInt('Snapshots kept at once')),
+    max_snapshot_bytes: Type.Optional(Type.Integer({ minimum: 1024 * 1024, maximum: 2 ** 50, description: "Bytes of the snapshots' checkpoint files in all" })),
     max_processes: Type.Optional(Type.Integer({ minimum: 1, maximum: 1024, description: 'Background processes running at once in one session' })),
     max_event_bytes: Type.Optional(
       Type.Integer({
@@ -53,6 +57,10 @@ export interface TenantDefaultsSource {
   MAX_EXEC_TIMEOUT_S: number
   MAX_OUTPUT_BYTES: number
   MAX_IDLE_TIMEOUT_S: number
+  TENANT_MAX_HIBERNATED_SESSIONS: number
+  MAX_HIBERNATED_TTL_S: number
+  TENANT_MAX_SNAPSHOTS: number
+  TENANT_MAX_SNAPSHOT_BYTES: number
   MAX_PROCESSES: number
   TENANT_MAX_EVENT_BYTES: number
   TENANT_LLM_CALLS_PER_MINUTE: number
@@ -99,6 +107,10 @@ function defaultsFromConfig(c: TenantDefaultsSource): TenantLimits {
     max_exec_timeout_s: c.MAX_EXEC_TIMEOUT_S,
     max_output_bytes: c.MAX_OUTPUT_BYTES,
     max_idle_timeout_s: c.MAX_IDLE_TIMEOUT_S,
+    max_hibernated_sessions: c.TENANT_MAX_HIBERNATED_SESSIONS,
+    max_hibernated_ttl_s: c.MAX_HIBERNATED_TTL_S,
+    max_snapshots: c.TENANT_MAX_SNAPSHOTS,
+    max_snapshot_bytes: c.TENANT_MAX_SNAPSHOT_BYTES,
     max_processes: c.MAX_PROCESSES,
     max_event_bytes: c.TENANT_MAX_EVENT_BYTES,
     llm_calls_per_minute: c.TENANT_LLM_CALLS_PER_MINUTE,
@@ -134,6 +146,7 @@ export interface RequestedLimits {
   'limits.workspace_mb'?: number
   'limits.output_bytes'?: number
   idle_timeout_s?: number
+  hibernated_ttl_s?: number
   timeout_s?: number
 }
 
@@ -144,6 +157,7 @@ const CEILING: Record<keyof RequestedLimits, keyof TenantLimits> = {
   'limits.workspace_mb': 'max_workspace_mb',
   'limits.output_bytes': 'max_output_bytes',
   idle_timeout_s: 'max_idle_timeout_s',
+  hibernated_ttl_s: 'max_hibernated_ttl_s',
   timeout_s: 'max_exec_timeout_s',
 }
 

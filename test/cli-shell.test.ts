@@ -6,12 +6,11 @@ import t, { type Test } from 'tap'
 import { execFile } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { promisify } from 'node:util'
-import { fileURLToPath } from 'node:url'
-import { API_KEY, startApp } from './helpers/app.js'
+import { startApp } from './helpers/app.js'
 import { api, createSession } from './helpers/client.js'
+import { CLI_BIN, cliEnv } from './helpers/cli.js'
 import { waitFor } from './helpers/wait.js'
 
-const BIN = fileURLToPath(new URL('../clients/typescript/bin/replcast.js', import.meta.url))
 const run = promisify(execFile)
 
 t.test('replcast shell in tmux', async (t) => {
@@ -21,13 +20,12 @@ t.test('replcast shell in tmux', async (t) => {
   const sid = await createSession(h.url)
 
   const socket = `replcast-test-${randomBytes(4).toString('hex')}`
-  const env: Record<string, string | undefined> = { ...process.env, TERM: 'xterm-256color', REPLCAST_URL: h.url, REPLCAST_API_KEY: API_KEY }
-  delete env.NODE_OPTIONS // tap's TypeScript loader: the CLI must run on plain Node
+  const env: Record<string, string | undefined> = { ...cliEnv(h.url), TERM: 'xterm-256color' }
   delete env.TMUX
   const tmux = (...args: string[]) => run('tmux', ['-L', socket, '-f', '/dev/null', ...args], { env })
   // After the CLI: its exit code and whether the terminal is back in cooked mode (icanon, echo), then the pane stays.
   const after = 'echo "cli-exit=$?"; stty -a | grep -ow -- "-\\?icanon\\|-\\?echo" | tr "\\n" " "; echo; exec sleep 600'
-  await tmux('new-session', '-d', '-s', 'main', '-x', '100', '-y', '30', `${process.execPath} ${BIN} shell ${sid}; ${after}`)
+  await tmux('new-session', '-d', '-s', 'main', '-x', '100', '-y', '30', `${process.execPath} ${CLI_BIN} shell ${sid}; ${after}`)
   t.teardown(() => tmux('kill-server').catch(() => undefined))
   const screen = async () => (await tmux('capture-pane', '-p', '-t', 'main')).stdout
   const shows = async (tt: Test, re: RegExp) => {

@@ -10,9 +10,8 @@ import { promisify } from 'node:util'
 import { fileURLToPath } from 'node:url'
 import { API_KEY, startApp } from './helpers/app.js'
 import { api, createSession } from './helpers/client.js'
+import { CLI_BIN, cliEnv } from './helpers/cli.js'
 import { waitFor } from './helpers/wait.js'
-
-const BIN = fileURLToPath(new URL('../clients/typescript/bin/replcast.js', import.meta.url))
 
 interface Chunk {
   stream: 'out' | 'err'
@@ -29,9 +28,8 @@ interface Cli {
 }
 
 function cli(url: string, args: string[], opts: { stdin?: string; key?: string | null } = {}): Cli {
-  const env: Record<string, string | undefined> = { ...process.env, REPLCAST_URL: url, REPLCAST_API_KEY: opts.key === null ? '' : (opts.key ?? API_KEY) }
-  delete env.NODE_OPTIONS // tap's TypeScript loader: the CLI must run on plain Node
-  const child = spawn(process.execPath, [BIN, ...args], { env, stdio: ['pipe', 'pipe', 'pipe'] })
+  const env = cliEnv(url, opts.key === null ? '' : (opts.key ?? API_KEY))
+  const child = spawn(process.execPath, [CLI_BIN, ...args], { env, stdio: ['pipe', 'pipe', 'pipe'] })
   const chunks: Chunk[] = []
   child.stdout.on('data', (b: Buffer) => chunks.push({ stream: 'out', text: b.toString(), at: performance.now() }))
   child.stderr.on('data', (b: Buffer) => chunks.push({ stream: 'err', text: b.toString(), at: performance.now() }))

@@ -2,25 +2,12 @@
 // signals, delete, typed errors) and from the CLI as a user runs it: `replcast start`, `ps`,
 // `logs [-f] PID` (the session found from the process id) and `kill [-s SIGNAL] [--rm]`.
 import t from 'tap'
-import { spawn } from 'node:child_process'
-import { fileURLToPath } from 'node:url'
 import { ConflictError, NotFoundError, ReplcastClient, type ExecutionEvent } from '../clients/typescript/src/index.ts'
 import { API_KEY, startApp } from './helpers/app.js'
+import { runCli } from './helpers/cli.js'
 import { createSession } from './helpers/client.js'
 
-const BIN = fileURLToPath(new URL('../clients/typescript/bin/replcast.js', import.meta.url))
-
-/** Runs the CLI to its end: exit code, stdout, stderr. */
-function cli(url: string, args: string[]): Promise<{ code: number | null; out: string; err: string }> {
-  const env: Record<string, string | undefined> = { ...process.env, REPLCAST_URL: url, REPLCAST_API_KEY: API_KEY }
-  delete env.NODE_OPTIONS // tap's TypeScript loader: the CLI must run on plain Node
-  const child = spawn(process.execPath, [BIN, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] })
-  let out = ''
-  let err = ''
-  child.stdout.on('data', (b: Buffer) => (out += b.toString()))
-  child.stderr.on('data', (b: Buffer) => (err += b.toString()))
-  return new Promise((resolve) => child.on('close', (code) => resolve({ code, out, err })))
-}
+const cli = runCli
 
 const textOf = (events: ExecutionEvent[], type = 'stdout') =>
   events

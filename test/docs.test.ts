@@ -124,4 +124,11 @@ t.test('docker-compose.yml: API with the Docker socket, sandbox image without it
   t.match(redisConf, /^appendonly yes$/m)
   t.match(redisConf, /^appendfsync everysec$/m)
   t.equal(compose.services.api.environment.SANDBOX_IMAGE, compose.services['sandbox-image'].image)
+  // dockerd writes a checkpoint at its host path, and a restore places it under dockerd's data root: both at the host's paths.
+  const dir = compose.services.api.environment.CHECKPOINT_DIR as string
+  t.ok(compose.services.api.volumes.includes(`${dir}:${dir}`), 'the checkpoint folder is mounted at its host path')
+  t.ok(
+    compose.services.api.volumes.includes('/var/lib/docker/containers:/var/lib/docker/containers'),
+    "dockerd's containers folder is mounted at its host path",
+  )
 })

@@ -4,13 +4,12 @@
 // and when none is left there it ends saying so (its running execution with one `done`); an engine's
 // leftovers are removed by its own instances, so no container is left on either engine.
 import t from 'tap'
-import { randomBytes } from 'node:crypto'
 import Docker from 'dockerode'
-import { Redis } from 'ioredis'
-import { API_KEY, removeDeployment, testEnv } from './helpers/app.js'
+import { API_KEY } from './helpers/app.js'
 import { api, createSession, readSse, stdoutOf, stdoutText, untilStdout } from './helpers/client.js'
 import { startSecondEngine } from './helpers/second-engine.js'
-import { freePort, killHard, spawnServer, type ServerProcess } from './helpers/server-process.js'
+import { killHard, type ServerProcess } from './helpers/server-process.js'
+import { processDeployment } from './helpers/deployment.js'
 import { waitFor } from './helpers/wait.js'
 
 const auth = { authorization: `Bearer ${API_KEY}` }
@@ -22,37 +21,10 @@ t.test('two Docker engines on one Redis', async (t) => {
   const e1id = ((await e1.info()) as { ID: string }).ID
   t.not(e2.id, e1id, 'each engine has an id of its own')
 
-  const tag = randomBytes(4).toString('hex')
-  const prefix = `replcast-test-${tag}:`
-  const deployment = `test-${tag}`
-  const redis = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379')
-  const servers = new Map<string, ServerProcess>()
-  const envs = new Map<string, Record<string, string>>()
-  t.teardown(async () => {
-    await Promise.all([...servers.values()].map((s) => killHard(s)))
-    await removeDeployment(deployment)
-    const keys = await redis.keys(`${prefix}*`)
-    if (keys.length) await redis.del(...keys)
-    redis.disconnect()
-  })
-  const start = async (name: string, dockerHost: string, share: string, extra: Record<string, string> = {}) => {
-    const env =
-      envs.get(name) ??
-      testEnv({
-        REPLCAST_KEY_PREFIX: prefix,
-        REPLCAST_DEPLOYMENT: deployment,
-        REPLCAST_INSTANCE_ID: `${name}-${tag}`,
-        PORT: String(await freePort()),
-        LOG_LEVEL: 'warn',
-        DOCKER_HOST: dockerHost,
-        HOST_MEMORY_SHARE: share,
-        LEASE_TTL_MS: '3000',
-        ...extra,
-      })
-    envs.set(name, env)
-    servers.set(name, await spawnServer(env))
-    return servers.get(name)!
-  }
+  const d = processDeployment(t)
+  const { tag, prefix, deployment, redis, servers } = d
+  const start = (name: string, dockerHost: string, share: string, extra: Record<string, string> = {}) =>
+    d.start(name, { DOCKER_HOST: dockerHost, HOST_MEMORY_SHARE: share, LEASE_TTL_MS: '3000', ...extra })
   // A on engine 1, made to look full (5% of the host's memory, which other sandboxes on it may fill);
   // B and C on engine 2, B with a warm pool (whose bindings engine 1's sweeps must leave alone).
   const [a, b, c] = await Promise.all([start('a', '', '0.05'), start('b', e2.host, '0.8', { SANDBOX_POOL_SIZE: '1' }), start('c', e2.host, '0.8')])

@@ -15,8 +15,8 @@ import { OpenApiModel, type Operation, type Schema } from './fuzz/openapi-model.
 const BODY_LIMIT = 4096
 // Path ids: a well-formed one no session or execution has, and the 404 it gets. Other path
 // parameters (a file's path) get a plain value and no probes of their own.
-const UNKNOWN: Record<string, string> = { id: 'ses_AAAAAAAAAAAAAAAAAAAA', eid: 'exe_AAAAAAAAAAAAAAAAAAAA', pid: 'prc_AAAAAAAAAAAAAAAAAAAA' }
-const NOT_FOUND: Record<string, string> = { id: 'session_not_found', eid: 'execution_not_found', pid: 'process_not_found' }
+const UNKNOWN_IDS: Record<string, string> = { id: 'ses_AAAAAAAAAAAAAAAAAAAA', eid: 'exe_AAAAAAAAAAAAAAAAAAAA', pid: 'prc_AAAAAAAAAAAAAAAAAAAA' }
+const NOT_FOUND_CODES: Record<string, string> = { id: 'session_not_found', eid: 'execution_not_found', pid: 'process_not_found' }
 const OTHER_PARAM = 'probe.txt'
 
 interface Probe {
@@ -50,6 +50,10 @@ function minimalBody(model: OpenApiModel, schema: Schema): string {
  */
 function probesFor(model: OpenApiModel, op: Operation, sid: string): Probe[] {
   const params = op.parameters.filter((p) => p.in === 'path').map((p) => p.name)
+  // Under /v1/snapshots/{id} the id is a snapshot's.
+  const snapshot = op.path.startsWith('/v1/snapshots/')
+  const UNKNOWN = snapshot ? { ...UNKNOWN_IDS, id: 'snp_AAAAAAAAAAAAAAAAAAAA' } : UNKNOWN_IDS
+  const NOT_FOUND = snapshot ? { ...NOT_FOUND_CODES, id: 'snapshot_not_found' } : NOT_FOUND_CODES
   const ids = Object.fromEntries(params.map((p) => [p, UNKNOWN[p] ?? OTHER_PARAM]))
   const json = { 'content-type': 'application/json' }
   const valid = op.body ? { headers: json, body: minimalBody(model, op.body) } : {}
@@ -153,9 +157,9 @@ t.test("every authenticated operation documents the tenant's rate limit (429) it
   const failures: string[] = []
   const secured = model.operations.filter((op) => op.secured)
   // The first request spends the minute's one; every one after it is over the limit.
-  await send(h.url, secured[0]!, { why: 'spend the limit', path: UNKNOWN, status: 0, code: '' })
+  await send(h.url, secured[0]!, { why: 'spend the limit', path: UNKNOWN_IDS, status: 0, code: '' })
   for (const op of secured) {
-    const p: Probe = { why: 'over the rate limit', path: UNKNOWN, status: 429, code: 'rate_limited' }
+    const p: Probe = { why: 'over the rate limit', path: UNKNOWN_IDS, status: 429, code: 'rate_limited' }
     for (const f of judge(op, p, await send(h.url, op, p))) failures.push(`${op.id}: ${f}`)
   }
   t.ok(secured.length >= 10, 'the authenticated operations')

@@ -1,7 +1,8 @@
 // The playground at GET / in a real Chromium (Debian's chromium, driven by playwright-core; the test
 // set-up installs it): output streams in live, the session and its state last across runs, a
-// matplotlib figure shows as an image, an error as its traceback, HTML as a table, and the interrupt
-// button stops running code. The page's screenshot is saved to test/.generated/playground.png.
+// matplotlib figure shows as an image, an error as its traceback, HTML as a table, the interrupt
+// button stops running code, and a runsc session hibernates and the next run wakes it with its state.
+// The page's screenshot is saved to test/.generated/playground.png.
 import t from 'tap'
 import { existsSync } from 'node:fs'
 import { mkdir } from 'node:fs/promises'
@@ -9,6 +10,7 @@ import { fileURLToPath } from 'node:url'
 import { chromium, type Page } from 'playwright-core'
 import { API_KEY, startApp } from './helpers/app.js'
 import { api } from './helpers/client.js'
+import { startHibernationApp } from './helpers/hibernation.js'
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
 const SCREENSHOT = fileURLToPath(new URL('./.generated/playground.png', import.meta.url))
@@ -125,4 +127,44 @@ t.test('the playground in Chromium', async (t) => {
     t.ok(existsSync(SCREENSHOT), SCREENSHOT)
     t.same(pageErrors, [], 'no script errors in the page')
   })
+})
+
+t.test('the playground hibernates a runsc session and the next run wakes it with its state', async (t) => {
+  const h = await startHibernationApp(t) // runsc sessions on an engine that checkpoints
+  const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] })
+  t.teardown(() => browser.close())
+  const page = await browser.newPage({ viewport: { width: 1100, height: 900 } })
+  const pageErrors: string[] = []
+  page.on('pageerror', (e) => pageErrors.push(e.message))
+  await page.goto(`${h.url}/`)
+  await page.getByTestId('api-key').fill(API_KEY)
+  t.ok(await page.getByTestId('hibernate').isDisabled(), 'no session yet: nothing to hibernate')
+
+  t.equal(await runCell(page, "kept = 'set before'\nopen('/workspace/note.txt', 'w').write('a file')\nprint('ok')"), 'ok')
+  t.equal(await page.getByTestId('session-state').getAttribute('data-state'), 'ready')
+  const sid = /ses_\w+/.exec((await page.getByTestId('session').textContent()) ?? '')![0]
+
+  await page.getByTestId('hibernate').click()
+  await page.waitForFunction(() => (document.querySelector('[data-testid="session-state"]') as HTMLElement).dataset.state === 'hibernated')
+  t.match(await page.getByTestId('session-state').textContent(), /^hibernated/, 'the page shows it hibernated')
+  t.ok(await page.getByTestId('hibernate').isDisabled(), 'a hibernated session cannot be hibernated again from the page')
+  t.equal((await api(h.url, 'GET', `/v1/sessions/${sid}`)).body.status, 'hibernated', 'the server says so too')
+
+  t.equal(await runCell(page, "print(kept, open('/workspace/note.txt').read())"), 'ok')
+  t.equal(await page.locator('[data-testid="output"] pre.stdout').textContent(), 'set before a file\n', 'the variable and the file are kept')
+  t.match(await page.locator('[data-testid="output"] .note').textContent(), /^session woken from hibernation in \d+\.\d s/, 'the run says it woke the session')
+  t.match(await page.getByTestId('session-state').textContent(), /^woken in \d+\.\d s$/)
+  t.equal(await page.getByTestId('session-state').getAttribute('data-state'), 'ready')
+  t.equal(await page.getByTestId('session').textContent(), `session ${sid}`, 'the same session')
+  t.equal((await api(h.url, 'GET', `/v1/sessions/${sid}`)).body.status, 'ready')
+  t.notOk(await page.getByTestId('hibernate').isDisabled(), 'it can hibernate again')
+
+  // Hibernated elsewhere (another client, or the server at the idle deadline): the page shows it when looked at again.
+  t.equal((await api(h.url, 'POST', `/v1/sessions/${sid}/hibernate`)).status, 200)
+  await page.evaluate(() => document.dispatchEvent(new Event('visibilitychange')))
+  await page.waitForFunction(() => (document.querySelector('[data-testid="session-state"]') as HTMLElement).dataset.state === 'hibernated')
+  t.equal(await runCell(page, 'print(kept)'), 'ok')
+  t.equal(await page.locator('[data-testid="output"] pre.stdout').textContent(), 'set before\n', 'woken again, the variable kept')
+  t.equal(await page.getByTestId('session-state').getAttribute('data-state'), 'ready')
+  t.same(pageErrors, [], 'no script errors in the page')
 })

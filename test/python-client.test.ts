@@ -10,6 +10,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { API_KEY, OTHER_KEY, startApp } from './helpers/app.js'
+import { checkpointEngineHost } from './helpers/hibernation.js'
 
 const run = promisify(execFile)
 const root = fileURLToPath(new URL('..', import.meta.url))
@@ -49,7 +50,12 @@ function junitCases(xml: string): Case[] {
 }
 
 t.test('the Python client: pip install into a virtualenv, then its pytest suite against the server', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'replcast-python-'))
+  t.teardown(() => rm(dir, { recursive: true, force: true }))
   const h = await startApp(t, {
+    // test_hibernate.py: runsc sessions hibernate, so the engine must checkpoint; runc stays the default.
+    DOCKER_HOST: await checkpointEngineHost(),
+    CHECKPOINT_DIR: join(dir, 'checkpoints'),
     REPLCAST_API_KEYS: `alpha=${API_KEY},beta=${OTHER_KEY},gamma=${RATE_KEY},delta=${PROCS_KEY}`,
     // test_errors.py: beta may hold one session (quota_exceeded), gamma send three requests a minute (rate_limited);
     // test_processes.py: delta's sessions run two background processes at most (too_many_processes).
@@ -57,8 +63,6 @@ t.test('the Python client: pip install into a virtualenv, then its pytest suite 
     // test_errors.py and test_async.py fill a session's queue: one running, one waiting.
     EXEC_QUEUE_DEPTH: '1',
   })
-  const dir = await mkdtemp(join(tmpdir(), 'replcast-python-'))
-  t.teardown(() => rm(dir, { recursive: true, force: true }))
 
   // A copy is installed, so that the build's files (build/, *.egg-info) stay out of the repository.
   await cp(pkgDir, join(dir, 'src'), { recursive: true, filter: (f) => !/(__pycache__|\.egg-info|[/\\]build)$/.test(f) })
@@ -97,7 +101,7 @@ t.test('the Python client: pip install into a virtualenv, then its pytest suite 
   for (const c of cases) {
     // A skip here would mean the server or a key did not reach pytest: it counts as a failure.
     if (c.outcome === 'passed') t.pass(c.name)
-    else t.fail(`${c.name} ${c.outcome}`, { diagnostic: true, message: c.message.slice(0, 6000) })
+    else t.fail(`${c.name} ${c.outcome}`, { diagnostic: true, failure: c.message.slice(0, 6000) })
   }
   t.equal(pytest.code, cases.some((c) => c.outcome === 'failed') ? 1 : 0, 'pytest exited as its tests went')
 })

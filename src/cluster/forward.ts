@@ -30,12 +30,13 @@ const HOP_BY_HOP = new Set([
 /**
  * answered: the answer went (or is going) to the client; gone: the client left first; refused: the
  * other instance does not hold the session or is stopping; unreachable: no answer came (`reused`:
- * on a kept-alive connection the other side had just closed, worth an immediate second try).
+ * on a kept-alive connection the other side had just closed, worth an immediate second try;
+ * `reached`: the connection was up when it broke, so the other instance may have acted on the request).
  */
 /** The signature of a hop of `method path` (HopAuth.sign). */
 export type HopSigner = (method: string, path: string) => string
 
-export type HopOutcome = { kind: 'answered' | 'gone' | 'refused' } | { kind: 'unreachable'; reused: boolean; err: Error }
+export type HopOutcome = { kind: 'answered' | 'gone' | 'refused' } | { kind: 'unreachable'; reused: boolean; reached: boolean; err: Error }
 
 /**
  * A request's body as it is read for hops: the first `keepBytes` are kept, so that a hop that was
@@ -189,7 +190,7 @@ export class Forwarder {
         if (!path.startsWith('/')) throw new Error('only an origin-form request target is passed on')
         to = originOf(origin)
       } catch (err) {
-        resolve({ kind: 'unreachable', reused: false, err: err as Error })
+        resolve({ kind: 'unreachable', reused: false, reached: false, err: err as Error })
         return
       }
       const headers = { ...pass(req.headers), [FORWARDED_HEADER]: sign(method, path) }
@@ -224,9 +225,14 @@ export class Forwarder {
       res.once('close', clientGone)
       this.open.add(end)
       // The body is read only once the connection is up: a hop refused at connect consumes none of it.
+      let reached = false
+      const send = () => {
+        reached = true
+        stopBody = body.pipeTo(up)
+      }
       up.once('socket', (s) => {
-        if (s.connecting) s.once('connect', () => (stopBody = body.pipeTo(up)))
-        else stopBody = body.pipeTo(up)
+        if (s.connecting) s.once('connect', send)
+        else send()
       })
       up.once('response', (reply) => {
         if (declined(reply)) {
@@ -244,8 +250,38 @@ export class Forwarder {
       up.on('error', (err) => {
         // Once the answer has begun, it is cut short: the client sees the cut.
         if (answering) res.destroy()
-        else settle({ kind: 'unreachable', reused: up.reusedSocket, err })
+        else settle({ kind: 'unreachable', reused: up.reusedSocket, reached, err })
       })
+    })
+  }
+
+  /**
+   * A request of this instance's own (no client request behind it) to the instance at `origin`,
+   * signed like a hop, over the same kept-alive connections: its status and its body parsed as JSON
+   * (null when empty or not JSON). Rejects when no answer came.
+   */
+  call(origin: string, method: string, path: string, headers: Record<string, string>, sign: HopSigner): Promise<{ status: number; body: unknown }> {
+    return new Promise((resolve, reject) => {
+      const up = request({ ...originOf(origin), path, method, headers: { ...headers, [FORWARDED_HEADER]: sign(method, path) }, agent: this.agent })
+      const end = () => up.destroy(new Error('the API instance is stopping'))
+      this.open.add(end)
+      up.once('close', () => this.open.delete(end))
+      up.once('response', (reply) => {
+        const chunks: Buffer[] = []
+        reply.on('data', (c: Buffer) => chunks.push(c))
+        reply.once('error', reject)
+        reply.once('end', () => {
+          let body: unknown = null
+          try {
+            body = chunks.length ? JSON.parse(Buffer.concat(chunks).toString('utf8')) : null
+          } catch {
+            body = null
+          }
+          resolve({ status: reply.statusCode ?? 502, body })
+        })
+      })
+      up.once('error', reject)
+      up.end()
     })
   }
 

@@ -44,6 +44,13 @@ export interface Cluster {
    * `onAnswer` is called just before the answer is written.
    */
   forward(req: IncomingMessage, res: ServerResponse, url: string, onAnswer: () => void): Promise<HopOutcome>
+  /**
+   * A request of this instance's own to instance `id` (signed like a hop, so it is answered there and
+   * never passed on): its status and JSON body. `headers` must carry the client's Authorization: the
+   * other instance authenticates the tenant by its key, as for any request. Rejects when `id` is gone
+   * or does not answer.
+   */
+  call(id: string, method: string, path: string, headers: Record<string, string>): Promise<{ status: number; body: unknown }>
   /** Where a live instance is reached (null: its heartbeat is gone). */
   lookup(id: string): Promise<string | null>
   /** Stopping: sessions handed over (leases freed, heartbeat ended, survivors told), hops ended. */
@@ -126,6 +133,11 @@ export function createCluster(deps: ClusterDeps): Cluster {
     },
     forward(req, res, url, onAnswer) {
       return forwarder.forward(req, res, url, sign, new HopBody(req, 0), onAnswer)
+    },
+    async call(id, method, path, headers) {
+      const url = await directory.lookup(id)
+      if (!url) throw new Error(`the API instance ${id} is gone`)
+      return forwarder.call(url, method, path, headers, sign)
     },
     lookup: (id) => directory.lookup(id),
     async handOver() {

@@ -14,6 +14,8 @@ import type { Tunnels, Upgrade } from './upgrade-hop.js'
 const MOVE_WAIT_MS = 3000
 /** Bytes of a request body kept while a hop is tried, so a refused hop can be tried again. */
 const KEEP_BYTES = 1024 * 1024
+/** Methods a hop may send again after the holder stopped under them: doing them twice does them once (HTTP's idempotent methods). */
+const REPEATABLE = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE'])
 /** Sessions whose last holder is remembered (past it the memory starts over). */
 const REMEMBERED = 10_000
 
@@ -97,9 +99,20 @@ export async function route(deps: RoutingDeps, r: Routed): Promise<'local' | 'fo
         holders.set(r.sid, holder!)
         return 'forwarded'
       }
-      if (!body.replayable) break
       if (out.kind === 'unreachable') {
         directory.forget(holder!)
+        if (out.reached && !REPEATABLE.has(r.req.method ?? '')) {
+          // The holder stopped with a request it may have acted on (an execution recorded, then run by the
+          // next holder): sending it again could do it twice. The client sees a cut, as if it had been
+          // connected to the holder, and decides.
+          log.warn({ err: out.err, sessionId: r.sid, holder }, 'the session holder stopped during a request that cannot be repeated; its connection is cut')
+          r.onAnswer()
+          r.res.destroy()
+          return 'forwarded'
+        }
+      }
+      if (!body.replayable) break
+      if (out.kind === 'unreachable') {
         if (out.reused && attempt < 3) continue // a kept-alive connection the holder had just closed
         log.warn({ err: out.err, sessionId: r.sid, holder }, 'the session holder is unreachable')
       }

@@ -30,7 +30,7 @@ export class Tunnels {
         if (!path.startsWith('/')) throw new Error('only an origin-form request target is passed on')
         to = originOf(origin)
       } catch (err) {
-        resolve({ kind: 'unreachable', reused: false, err: err as Error })
+        resolve({ kind: 'unreachable', reused: false, reached: false, err: err as Error })
         return
       }
       const headers = { ...pass(req.headers), connection: 'Upgrade', upgrade: req.headers.upgrade ?? 'websocket', [FORWARDED_HEADER]: sign('GET', path) }
@@ -107,7 +107,7 @@ export class Tunnels {
       hop.on('error', (err) => {
         if (answering) return end()
         this.open.delete(end)
-        settle({ kind: 'unreachable', reused: false, err })
+        settle({ kind: 'unreachable', reused: false, reached: true, err })
       })
       hop.end()
     })

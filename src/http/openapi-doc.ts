@@ -6,6 +6,7 @@ import type { FastifyInstance } from 'fastify'
 import type { TSchema } from 'typebox'
 import * as agentSchemas from '../agent/schemas.js'
 import * as schemas from '../schemas.js'
+import * as snapshotSchemas from '../snapshot-schemas.js'
 import { installValidation } from './validation.js'
 
 /** The API's version: the document's, and the MCP server's. */
@@ -14,10 +15,16 @@ export const API_VERSION = '0.1.0'
 /** Registered once, by their $id: bodies, answers and events refer to them. */
 const COMPONENTS: TSchema[] = [
   schemas.Runtime,
+  schemas.IdleAction,
   schemas.Limits,
   schemas.CreateSessionBody,
   schemas.Session,
   schemas.SessionList,
+  snapshotSchemas.CreateSnapshotBody,
+  snapshotSchemas.Snapshot,
+  snapshotSchemas.SnapshotList,
+  snapshotSchemas.ForkBody,
+  snapshotSchemas.ForkResult,
   schemas.ExecuteBody,
   schemas.OneShotBody,
   schemas.TemplateList,
@@ -54,6 +61,7 @@ export async function installOpenApi(app: FastifyInstance): Promise<void> {
       components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'An API key from REPLCAST_API_KEYS' } } },
       tags: [
         { name: 'sessions', description: 'Sessions: one sandbox and Python REPL each' },
+        { name: 'snapshots', description: "Copies of a session's state: snapshots kept until deleted, sessions started from them, forks" },
         { name: 'executions', description: 'Running code and reading its output' },
         { name: 'files', description: "Files in a session's /workspace, streamed both ways" },
         { name: 'processes', description: 'Background processes in a session: programs that keep running beside its executions' },

@@ -2,7 +2,7 @@
 // parameters, and the problem+json error responses a route can answer with.
 import { Type } from 'typebox'
 import { ERRORS, type ErrorCode } from '../errors.js'
-import { ExecutionId, ProcessId, SessionId } from '../schemas.js'
+import { ExecutionId, ProcessId, SessionId, SnapshotId } from '../schemas.js'
 
 export { ref } from '../schemas.js'
 
@@ -36,6 +36,7 @@ export function addProblems(responses: Record<number, unknown>, codes: readonly 
 }
 
 export const SessionParams = Type.Object({ id: SessionId })
+export const SnapshotParams = Type.Object({ id: SnapshotId })
 export const ExecutionParams = Type.Object({ id: SessionId, eid: ExecutionId })
 export const ProcessParams = Type.Object({ id: SessionId, pid: ProcessId })
 

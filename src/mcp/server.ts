@@ -3,7 +3,7 @@
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js'
 import type { Logger } from 'pino'
 import { z } from 'zod'
-import type { Executions, OneShots, Processes, SessionFiles, SessionService } from '../sessions/index.js'
+import type { Executions, OneShots, Processes, SessionFiles, SessionService, Snapshots } from '../sessions/index.js'
 import { TOOLS, toolError, type ToolDef } from './tools.js'
 
 export interface McpDeps {
@@ -12,6 +12,7 @@ export interface McpDeps {
   files: SessionFiles
   oneShots: OneShots
   processes: Processes
+  snapshots: Snapshots
   version: string
 }
 
@@ -28,7 +29,7 @@ const inputSchema = (def: ToolDef) =>
   z.fromJSONSchema(JSON.parse(JSON.stringify(def.input), (k, v: unknown) => (k === '$id' ? undefined : v)) as Parameters<typeof z.fromJSONSchema>[0])
 const INPUTS = new Map(TOOLS.map((def) => [def, inputSchema(def)]))
 
-export function createMcpServer(deps: McpDeps, tenant: string, log: Logger): McpServer {
+export function createMcpServer(deps: McpDeps, tenant: string, log: Logger, authorization?: string): McpServer {
   const server = new McpServer({ name: 'replcast', version: deps.version }, { capabilities: { logging: {} }, instructions: INSTRUCTIONS })
   for (const def of TOOLS) {
     const { name, title, description, annotations } = def
@@ -41,6 +42,8 @@ export function createMcpServer(deps: McpDeps, tenant: string, log: Logger): Mcp
         files: deps.files,
         oneShots: deps.oneShots,
         processes: deps.processes,
+        snapshots: deps.snapshots,
+        authorization,
         log: toolLog,
         call: { progressToken: extra._meta?.progressToken, sendNotification: extra.sendNotification, signal: extra.signal },
       }

@@ -4,7 +4,7 @@ import type { CallToolResult, ToolAnnotations } from '@modelcontextprotocol/sdk/
 import type { Logger } from 'pino'
 import { Type, type Static, type TObject } from 'typebox'
 import { Session } from '../schemas.js'
-import type { Executions, OneShots, Processes, SessionFiles, SessionService } from '../sessions/index.js'
+import type { Executions, OneShots, Processes, SessionFiles, SessionService, Snapshots } from '../sessions/index.js'
 import type { CallChannel } from './run-output.js'
 
 export interface ToolContext {
@@ -14,6 +14,9 @@ export interface ToolContext {
   files: SessionFiles
   oneShots: OneShots
   processes: Processes
+  snapshots: Snapshots
+  /** The client's Authorization header: what a fork's copies on other engines are woken with (their instances authenticate it). */
+  authorization?: string
   log: Logger
   /** The call's way back to the client, and its abort signal (the client cancelled or went away). */
   call: CallChannel & { signal: AbortSignal }

@@ -5,8 +5,10 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
 import type { Logger } from 'pino'
 import { Type } from 'typebox'
 import { AppError } from '../errors.js'
-import { CreateSessionBody, ExecuteBody, OneShotBody, Runtime, Session } from '../schemas.js'
+import { CreateSessionBody, ExecuteBody, IdleAction, OneShotBody, Runtime, Session } from '../schemas.js'
 import { FILE_TOOLS, FileContentArgs, decodeContent } from './file-tools.js'
+import { HIBERNATION_TOOLS } from './hibernation-tools.js'
+import { SNAPSHOT_TOOLS } from './snapshot-tools.js'
 import { PROCESS_TOOLS } from './process-tools.js'
 import { RunOutput } from './run-output.js'
 import { closedWorld, json, SessionIdArg, text, tool, type ToolContext, type ToolDef } from './tool-def.js'
@@ -29,14 +31,22 @@ const createSession = tool({
   title: 'Create a Python session',
   description:
     'Start a new sandboxed Python session (a fresh REPL in its own locked-down container with no network access). ' +
-    'Returns the session, whose id you pass to run_python. Sessions are removed after idle_timeout_s without use; delete them with delete_session when done.',
+    'Returns the session, whose id you pass to run_python. Sessions are removed after idle_timeout_s without use (with idle_action "hibernate", a runsc session is hibernated instead: its state kept on disk for hibernated_ttl_s); delete them with delete_session when done. ' +
+    "With snapshot_id, the new session starts with that snapshot's state (snapshot_session takes one).",
   input: Type.Object(
-    { idle_timeout_s: CreateSessionBody.properties.idle_timeout_s, runtime: Type.Optional(Runtime), limits: CreateSessionBody.properties.limits },
+    {
+      idle_timeout_s: CreateSessionBody.properties.idle_timeout_s,
+      idle_action: Type.Optional(IdleAction),
+      hibernated_ttl_s: CreateSessionBody.properties.hibernated_ttl_s,
+      snapshot_id: CreateSessionBody.properties.snapshot_id,
+      runtime: Type.Optional(Runtime),
+      limits: CreateSessionBody.properties.limits,
+    },
     { additionalProperties: false },
   ),
   annotations: { ...closedWorld, readOnlyHint: false, destructiveHint: false, idempotentHint: false },
   async run(args, ctx) {
-    const session = await ctx.sessions.create(ctx.tenant, args)
+    const session = args.snapshot_id ? await ctx.snapshots.createSession(ctx.tenant, args) : await ctx.sessions.create(ctx.tenant, args)
     ctx.log.info({ sessionId: session.id }, 'mcp: session created')
     return text(`Session ${session.id} is ready.\n${json(session)}`)
   },
@@ -155,7 +165,19 @@ const deleteSession = tool({
   },
 })
 
-export const TOOLS: readonly ToolDef[] = [createSession, runPython, runBash, execute, interrupt, listSessions, deleteSession, ...FILE_TOOLS, ...PROCESS_TOOLS]
+export const TOOLS: readonly ToolDef[] = [
+  createSession,
+  runPython,
+  runBash,
+  execute,
+  interrupt,
+  listSessions,
+  deleteSession,
+  ...FILE_TOOLS,
+  ...PROCESS_TOOLS,
+  ...HIBERNATION_TOOLS,
+  ...SNAPSHOT_TOOLS,
+]
 
 /** A tool's failure as a result the model can read and act on (not a protocol error): the stable code and what to do. */
 export function toolError(err: unknown, log: Logger): CallToolResult {

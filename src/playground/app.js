@@ -11,6 +11,8 @@ const runButton = $('run')
 const interruptButton = $('interrupt')
 const statusEl = $('status')
 const sessionEl = $('session')
+const sessionStateEl = $('session-state')
+const hibernateButton = $('hibernate')
 const output = $('output')
 
 let sessionId = null
@@ -56,9 +58,18 @@ function setStatus(state, text = state) {
   statusEl.textContent = text
 }
 
-function setSession(id) {
+function setSession(id, status = 'ready') {
   sessionId = id
   sessionEl.textContent = id ? `session ${id}` : 'no session yet'
+  setSessionState(id ? status : 'none')
+}
+
+/** The session's state as the page last saw it: ready, hibernating, hibernated or waking (none: no session). */
+function setSessionState(state, text = state) {
+  sessionStateEl.dataset.state = state
+  sessionStateEl.textContent = text
+  sessionStateEl.hidden = state === 'none'
+  hibernateButton.disabled = state !== 'ready' || running
 }
 
 // ---- rendering -------------------------------------------------------------------------------
@@ -183,6 +194,7 @@ async function run() {
   if (running) return
   running = true
   runButton.disabled = true
+  hibernateButton.disabled = true
   output.replaceChildren()
   const t0 = performance.now()
   const ac = new AbortController()
@@ -191,8 +203,20 @@ async function run() {
     if (e.type === 'done') final = e.status
     else render(e)
   }
+  // A hibernated session is woken by the run itself (the server restores it before the code starts).
+  const waking = sessionStateEl.dataset.state === 'hibernated' ? sessionId : null
+  if (waking) {
+    setSessionState('waking', 'waking')
+    setStatus('waking', 'waking the session')
+  }
   try {
     const res = await startExecution(codeInput.value, ac.signal)
+    // Unless the wake failed and the run went to a new session (startExecution says so in a note).
+    if (waking && waking === sessionId) {
+      const secs = ((performance.now() - t0) / 1000).toFixed(1)
+      setSessionState('ready', `woken in ${secs} s`)
+      append('div', 'note', `session woken from hibernation in ${secs} s, its state as it was`)
+    }
     const location = res.headers.get('location')
     interruptButton.disabled = false
     setStatus('running')
@@ -209,10 +233,50 @@ async function run() {
   } catch (err) {
     append('pre', 'error', err.message)
     setStatus('failed', err.code ? `failed: ${err.code}` : 'failed')
+    if (waking && sessionId) void refreshSession()
   } finally {
     running = false
     runButton.disabled = false
     interruptButton.disabled = true
+    if (sessionId) setSessionState(sessionStateEl.dataset.state, sessionStateEl.textContent)
+  }
+}
+
+/** A Session as the API answers it: its status, and since when it is hibernated. */
+function showSession(s) {
+  const at = s.hibernated_at ? ` ${new Date(s.hibernated_at).toLocaleTimeString()}` : ''
+  setSessionState(s.status, s.status === 'hibernated' ? `hibernated${at}` : s.status)
+}
+
+/**
+ * Reads the session again and shows its state: after a failed wake (dead), or when the page is looked
+ * at again (the server may have hibernated it at its idle deadline, or deleted it).
+ */
+async function refreshSession() {
+  const id = sessionId
+  try {
+    const s = await (await api('GET', `/v1/sessions/${id}`)).json()
+    if (id === sessionId && !running) showSession(s)
+  } catch (err) {
+    if (id !== sessionId) return
+    append('div', 'note', `session ${id}: ${err.message}`)
+    if (err.code === 'session_not_found') setSession(null)
+  }
+}
+
+/** Checkpoints the session to disk (its sandbox freed); the next run wakes it with its state. */
+async function hibernate() {
+  if (!sessionId || running) return
+  terminal.close() // its shell is checkpointed with the rest; the connection would end anyway
+  setSessionState('hibernating', 'hibernating')
+  runButton.disabled = true
+  try {
+    showSession(await (await api('POST', `/v1/sessions/${sessionId}/hibernate`)).json())
+  } catch (err) {
+    append('div', 'note', `hibernate: ${err.message}`)
+    setSessionState('ready')
+  } finally {
+    runButton.disabled = false
   }
 }
 
@@ -249,6 +313,10 @@ closeTerminalButton.addEventListener('click', () => terminal.close())
 
 runButton.addEventListener('click', () => void run())
 interruptButton.addEventListener('click', () => void interrupt())
+hibernateButton.addEventListener('click', () => void hibernate())
+document.addEventListener('visibilitychange', () => {
+  if (document.visibilityState === 'visible' && sessionId && !running) void refreshSession()
+})
 $('new-session').addEventListener('click', () => {
   terminal.close()
   if (sessionId) void api('DELETE', `/v1/sessions/${sessionId}`).catch(() => undefined)

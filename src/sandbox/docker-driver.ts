@@ -3,20 +3,22 @@
 import Docker from 'dockerode'
 import type { Duplex } from 'node:stream'
 import type { Logger } from 'pino'
+import type { ReplTransport } from '../repl/transport.js'
+import { AttachTransport } from './attach-transport.js'
 import { DockerDemuxer } from './demux.js'
 import { containerConfig, containerName, type SandboxSpec } from './container-spec.js'
 import { LABEL } from './labels.js'
-import type { ImageFacts, ManagedContainer, SandboxDriver, SandboxExit, SandboxFiles, SandboxHandle, Terminal } from './driver.js'
+import type { ImageFacts, ManagedContainer, RestoredSandbox, SandboxDriver, SandboxExit, SandboxFiles, SandboxHandle, Terminal } from './driver.js'
 import { HostMemory } from './host-memory.js'
 import { WorkspaceFiles } from './workspace-files.js'
 import { openTerminal, type TerminalSize } from './sandbox-terminal.js'
-import { LimitedLog } from '../repl/limited-log.js'
-import type { ReplTransport } from '../repl/transport.js'
 import { TimeoutError, withTimeout } from '../retry.js'
+import { checkpointEngine, checkpointRefusal, placeCheckpoint, startFromCheckpoint, writeCheckpoint, type CheckpointEngine } from './docker-checkpoint.js'
 
 export type { ImageFacts, ManagedContainer, SandboxExit, SandboxHandle } from './driver.js'
 
-const STDERR_LOG_LIMIT = 64 * 1024
+/** The name a restored container's checkpoint has in its own checkpoints/ folder. */
+const CHECKPOINT_NAME = 'replcast'
 /** How long a SIGKILLed sandbox is watched for the engine's OOM flag: OOM_RECHECKS × OOM_RECHECK_MS. */
 const OOM_RECHECKS = 2
 const OOM_RECHECK_MS = 100
@@ -25,6 +27,7 @@ export class DockerSandboxDriver implements SandboxDriver {
   readonly docker: Docker
   readonly memory: HostMemory
   private engine: Promise<string> | null = null
+  private checkpoints: Promise<CheckpointEngine> | null = null
 
   /** `timeoutMs` bounds every engine call but the ones that wait on purpose (a container's exit). */
   constructor(
@@ -62,9 +65,68 @@ export class DockerSandboxDriver implements SandboxDriver {
 
   /** Creates and starts a sandbox; on any failure the container is removed again. Throws the engine's error, or TimeoutError. */
   async create(spec: SandboxSpec): Promise<SandboxHandle> {
-    let container: Docker.Container
+    const container = await this.createContainer(spec)
     try {
-      container = await this.call(
+      return await this.attachAndStart(container, spec.sessionId)
+    } catch (err) {
+      await this.remove(container.id)
+      throw err
+    }
+  }
+
+  async checkpointRefusal(runtime: string): Promise<string | null> {
+    return checkpointRefusal(await this.checkpointFacts(), runtime)
+  }
+
+  /** Throws CheckpointError (the sandbox keeps running), or TimeoutError. */
+  async checkpoint(containerId: string, dir: string): Promise<void> {
+    await this.call('checkpoint', (abortSignal) => writeCheckpoint(this.docker.getContainer(containerId), dir, abortSignal))
+  }
+
+  async runningExecs(containerId: string): Promise<number> {
+    const info = await this.call('inspect', (abortSignal) => this.docker.getContainer(containerId).inspect({ abortSignal }))
+    const execs = await Promise.all(
+      (info.ExecIDs ?? []).map((id) =>
+        this.call('exec inspect', () => this.docker.getExec(id).inspect()).then(
+          (e) => e.Running,
+          // Gone meanwhile: it runs no more.
+          () => false,
+        ),
+      ),
+    )
+    return execs.filter(Boolean).length
+  }
+
+  /** Throws CheckpointError, the engine's error or TimeoutError; on any failure the new container is removed again. */
+  async restore(spec: SandboxSpec, dir: string): Promise<RestoredSandbox> {
+    const facts = await this.checkpointFacts()
+    // A container left under the session's name (a restore cut short by a crash) is in the way.
+    await this.remove(containerName(spec.sessionId))
+    const t0 = performance.now()
+    const container = await this.createContainer(spec)
+    const created = performance.now()
+    try {
+      await placeCheckpoint(facts, container.id, dir, CHECKPOINT_NAME)
+      const placed = performance.now()
+      const handle = await this.attachAndStart(container, spec.sessionId, CHECKPOINT_NAME)
+      return { ...handle, phasesMs: { create: created - t0, place: placed - created, start: performance.now() - placed } }
+    } catch (err) {
+      await this.remove(container.id)
+      throw err
+    }
+  }
+
+  private checkpointFacts(): Promise<CheckpointEngine> {
+    this.checkpoints ??= this.call('info', () => checkpointEngine(this.docker)).catch((err: unknown) => {
+      this.checkpoints = null
+      throw err
+    })
+    return this.checkpoints
+  }
+
+  private async createContainer(spec: SandboxSpec): Promise<Docker.Container> {
+    try {
+      return await this.call(
         'create',
         (abortSignal) => this.docker.createContainer({ ...containerConfig(spec), abortSignal }),
         (late) => void this.remove(late.id).catch(() => undefined),
@@ -72,12 +134,6 @@ export class DockerSandboxDriver implements SandboxDriver {
     } catch (err) {
       // The engine may have created it after all: remove it by its name.
       if (err instanceof TimeoutError) await this.remove(containerName(spec.sessionId)).catch(() => undefined)
-      throw err
-    }
-    try {
-      return await this.attachAndStart(container, spec.sessionId)
-    } catch (err) {
-      await this.remove(container.id)
       throw err
     }
   }
@@ -206,11 +262,13 @@ export class DockerSandboxDriver implements SandboxDriver {
     }
   }
 
-  private async attachAndStart(container: Docker.Container, sessionId: string): Promise<SandboxHandle> {
+  /** Attaches, then starts the container (from its checkpoint `checkpoint` when given). */
+  private async attachAndStart(container: Docker.Container, sessionId: string, checkpoint?: string): Promise<SandboxHandle> {
     const transport = await this.attach(container, sessionId)
     const exited = this.watchExit(container, 'next-exit')
     try {
-      await this.call('start', (abortSignal) => container.start({ abortSignal }))
+      if (checkpoint) await this.call('start', (abortSignal) => startFromCheckpoint(container, checkpoint, abortSignal))
+      else await this.call('start', (abortSignal) => container.start({ abortSignal }))
     } catch (err) {
       transport.close()
       throw err
@@ -236,90 +294,6 @@ export class DockerSandboxDriver implements SandboxDriver {
       (late) => (late as unknown as Duplex).destroy(),
     )) as unknown as Duplex
     return new AttachTransport(socket, this.log.child({ sessionId, containerName: containerName(sessionId) }))
-  }
-}
-
-/** What arrives before the REPL client listens (its `ready` can come first on a quick start) is kept up to this. */
-const EARLY_DATA_BYTES = 1 << 20
-
-export class AttachTransport implements ReplTransport {
-  private dataCb: ((chunk: Buffer) => void) | null = null
-  /** Stdout that came before onData: handed over, in order, when it is set. */
-  private early: Buffer[] = []
-  private earlyBytes = 0
-  private closeCbs: Array<(err?: Error) => void> = []
-  private closed = false
-  private stderrLogged = 0
-
-  constructor(
-    private readonly socket: Duplex,
-    log: Logger,
-  ) {
-    // Sandbox code can write to the container's stderr too: bounded in bytes and in lines per interval.
-    const stderrLog = new LimitedLog(log)
-    const demux = new DockerDemuxer(
-      (b) => this.deliver(b),
-      (b) => {
-        if (this.stderrLogged >= STDERR_LOG_LIMIT) return
-        this.stderrLogged += b.length
-        stderrLog.warn({ stderr: b.toString('utf8').slice(0, 4096) }, 'sandbox stderr')
-      },
-      (reason) => {
-        // The stream lost its framing: nothing after this point can be trusted, so the channel ends.
-        log.error({ reason }, 'attach stream is not multiplexed; closing it')
-        socket.destroy()
-        this.finish(new Error(reason))
-      },
-    )
-    socket.on('data', (chunk: Buffer) => demux.push(chunk))
-    socket.on('error', (err) => this.finish(err))
-    socket.on('close', () => this.finish())
-    socket.on('end', () => this.finish())
-  }
-
-  write(data: string): void {
-    if (!this.closed) this.socket.write(data)
-  }
-
-  bufferedBytes(): number {
-    return this.socket.writableLength
-  }
-
-  pause(): void {
-    this.socket.pause()
-  }
-
-  resume(): void {
-    this.socket.resume()
-  }
-
-  onData(cb: (chunk: Buffer) => void): void {
-    this.dataCb = cb
-    const early = this.early
-    this.early = []
-    for (const b of early) cb(b)
-  }
-  onClose(cb: (err?: Error) => void): void {
-    this.closeCbs.push(cb)
-  }
-
-  close(): void {
-    this.socket.destroy()
-    this.finish()
-  }
-
-  private deliver(b: Buffer): void {
-    if (this.dataCb) return this.dataCb(b)
-    // Past the bound the excess is dropped: the client sees a broken line and says so.
-    if (this.earlyBytes + b.length > EARLY_DATA_BYTES) return
-    this.earlyBytes += b.length
-    this.early.push(b)
-  }
-
-  private finish(err?: Error): void {
-    if (this.closed) return
-    this.closed = true
-    for (const cb of this.closeCbs) cb(err)
   }
 }
 

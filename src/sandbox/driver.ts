@@ -6,6 +6,18 @@ import type { SandboxSpec } from './container-spec.js'
 import type { WorkspaceFiles } from './workspace-files.js'
 import type { SandboxTerminal, TerminalSize } from './sandbox-terminal.js'
 
+/** Why a checkpoint or a restore failed; `noSpace` when a disk was full. */
+export class CheckpointError extends Error {
+  override name = 'CheckpointError'
+  constructor(
+    message: string,
+    readonly noSpace: boolean,
+    opts: { cause?: unknown } = {},
+  ) {
+    super(message, opts)
+  }
+}
+
 export interface SandboxExit {
   exitCode: number | null
   oomKilled: boolean
@@ -16,6 +28,11 @@ export interface SandboxHandle {
   transport: ReplTransport
   /** Resolves when the container stops (never rejects). */
   exited: Promise<SandboxExit>
+}
+
+/** A sandbox started from a checkpoint, and how long each step took (ms): container create, checkpoint placed, attach and start. */
+export interface RestoredSandbox extends SandboxHandle {
+  phasesMs: { create: number; place: number; start: number }
 }
 
 export interface ManagedContainer {
@@ -55,6 +72,22 @@ export interface SandboxDriver {
   engineId(): Promise<string>
   /** Creates and starts a sandbox, its REPL channel attached before it starts; on failure nothing is left. */
   create(spec: SandboxSpec): Promise<SandboxHandle>
+  /** Why a sandbox of `runtime` cannot be checkpointed on this engine (said to the client as is); null when it can. */
+  checkpointRefusal(runtime: string): Promise<string | null>
+  /**
+   * Writes the running sandbox's checkpoint (its memory and its tmpfs files) into `dir`, which must
+   * not exist yet (its parent must), and returns once the sandbox has stopped. Throws CheckpointError
+   * (then the sandbox runs on as it was) or TimeoutError.
+   */
+  checkpoint(containerId: string, dir: string): Promise<void>
+  /**
+   * Programs running in the sandbox beside its REPL (Docker: execs: a terminal's shell, the workspace
+   * file program). A checkpoint taken while one runs holds its host file descriptors and cannot be
+   * restored, so none may run then.
+   */
+  runningExecs(containerId: string): Promise<number>
+  /** Creates a sandbox like create() and starts it from the checkpoint in `dir`, its REPL channel attached first (no `ready` comes); on failure nothing is left. */
+  restore(spec: SandboxSpec, dir: string): Promise<RestoredSandbox>
   /** Attaches again to a running sandbox (after an API restart, or another instance's death). */
   adopt(containerId: string, sessionId: string): Promise<SandboxHandle>
   /** Stops the REPL process and starts it again in the same sandbox. */

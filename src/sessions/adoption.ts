@@ -1,31 +1,26 @@
 // Attaching this instance to sandboxes, and leases: a fresh sandbox, one adopted from Redis after
 // a restart or from a dead instance (its running execution resumed, its queue re-run), lease
-// renewal and take-over. What happens when a sandbox's channel closes is in channel-end.ts.
+// renewal and take-over; a hibernated session is woken here (wake.ts) when something needs its
+// sandbox. What happens when a sandbox's channel closes is in channel-end.ts.
 import type { Logger } from 'pino'
 import type { Config } from '../config.js'
 import { AppError } from '../errors.js'
 import type { SandboxDriver, SandboxHandle } from '../sandbox/driver.js'
 import { ReplClient, SandboxMisbehaved } from '../repl/repl-client.js'
-import type { ReplFrame } from '../repl/protocol.js'
 import type { SessionRecord } from '../store/records.js'
 import type { Stores } from '../store/stores.js'
-import {
-  type DrivenLogs,
-  newPendingExecution,
-  type PendingExecution,
-  type ExecutionRunner,
-  type LiveSession,
-  type LlmRequestHandler,
-  type RecordedExecutions,
-} from './runner/index.js'
-import { endStranded, SessionOnOtherEngine, type Engines } from './supply/index.js'
+import { type DrivenLogs, type ExecutionRunner, type LiveSession, type LlmRequestHandler, type RecordedExecutions } from './runner/index.js'
+import { endStranded, SessionOnOtherEngine, type Engines, type SandboxSource, type CheckpointStore } from './supply/index.js'
 import type { ProcessRunner } from './processes/index.js'
 import { channelClosed, sandboxMisbehaved } from './channel-end.js'
 import type { SessionRegistry } from './registry.js'
+import type { Metrics } from '../metrics.js'
+import { wake } from './wake.js'
+import { adoptRunning } from './adopt-running.js'
 
 export interface AdoptionDeps {
   config: Config
-  stores: Pick<Stores, 'sessions' | 'leases'>
+  stores: Pick<Stores, 'sessions' | 'leases' | 'executions'>
   driver: SandboxDriver
   log: Logger
   registry: SessionRegistry
@@ -33,8 +28,11 @@ export interface AdoptionDeps {
   recorded: RecordedExecutions
   driven: DrivenLogs
   llmRequests?: LlmRequestHandler
-  engines: Pick<Engines, 'whereIs'>
+  engines: Pick<Engines, 'whereIs' | 'local'>
   processes: Pick<ProcessRunner, 'attach' | 'resume' | 'endRecorded'>
+  sandboxes: Pick<SandboxSource, 'restore'>
+  checkpoints: Pick<CheckpointStore, 'remove'>
+  metrics?: Metrics
 }
 
 export class Adoption {
@@ -44,6 +42,10 @@ export class Adoption {
   private closing = false
   /** Sessions being created here, each with its create's end (see creating). */
   private readonly starting = new Map<string, Promise<LiveSession>>()
+  /** Sessions being hibernated here: requests wait for the end, then find the session as it left it. */
+  private readonly gates = new Map<string, Promise<unknown>>()
+  /** Sessions being woken here (their lease is held before their sandbox is attached). */
+  private readonly waking = new Set<string>()
 
   constructor(private readonly deps: AdoptionDeps) {}
 
@@ -97,12 +99,14 @@ export class Adoption {
 
   /** The session when this instance is attached to it with its sandbox ready (no create or adoption under way); else undefined. */
   attached(sid: string): LiveSession | undefined {
-    const live = this.starting.has(sid) || this.pending.has(sid) ? undefined : this.deps.registry.get(sid)
+    const live = this.starting.has(sid) || this.pending.has(sid) || this.gates.has(sid) ? undefined : this.deps.registry.get(sid)
     return live?.state === 'attached' ? live : undefined
   }
 
   /** This instance's attachment to the session: the existing one, one in progress, or a new adoption. Throws session_moving, session_dead, sandbox_failed. */
   ensureLocal(rec: SessionRecord): Promise<LiveSession> {
+    const gate = this.gates.get(rec.id)
+    if (gate) return gate.then(() => this.ensureLocal(rec))
     const creating = this.starting.get(rec.id)
     if (creating) return creating
     const existing = this.deps.registry.get(rec.id)
@@ -150,6 +154,29 @@ export class Adoption {
     }
   }
 
+  /** Resolves once no hibernation of the session runs here (at once when none does). */
+  async settled(id: string): Promise<void> {
+    await this.gates.get(id)
+  }
+
+  /**
+   * Runs `work` (a hibernation: the sandbox is let go and checkpointed) while requests for the
+   * session wait for its end; then they attach to it as Redis then has it (woken, if hibernated).
+   */
+  async gated<T>(id: string, work: () => Promise<T>): Promise<T> {
+    const done = work()
+    const gate = done.then(
+      () => undefined,
+      () => undefined,
+    )
+    this.gates.set(id, gate)
+    try {
+      return await done
+    } finally {
+      if (this.gates.get(id) === gate) this.gates.delete(id)
+    }
+  }
+
   /**
    * Takes the session's lease and returns its term, or throws session_moving: another instance holds
    * it (a request that reaches this code was meant for the holder, and the lease moved meanwhile;
@@ -186,6 +213,9 @@ export class Adoption {
     const where = await this.deps.engines.whereIs(rec)
     if (!where.here && where.instances.length) return 'elsewhere'
     if ((await stores.leases.takeLease(sid, config.instanceId, from, config.LEASE_TTL_MS)).holder !== config.instanceId) return 'elsewhere'
+    // Held here now, a hibernated session is woken by the request's own handling, only if it needs
+    // the sandbox (a hibernate or a delete does not); requests at other instances come here meanwhile.
+    if (rec.status === 'hibernated') return 'attached'
     try {
       await this.ensureLocal(rec)
     } catch (err) {
@@ -212,6 +242,8 @@ export class Adoption {
     const leases = registry.ids().map((sid) => ({ sid, term: registry.get(sid)?.term ?? '' }))
     // Sessions being created are held too, whatever the term: a slow start must not let their lease lapse.
     for (const sid of this.starting.keys()) if (!registry.has(sid)) leases.push({ sid, term: '' })
+    // So are those being hibernated or woken: a large sandbox's checkpoint or restore takes longer than a lease.
+    for (const sid of [...this.gates.keys(), ...this.waking]) if (!registry.has(sid)) leases.push({ sid, term: '' })
     const holders = await stores.leases.renewLeases(leases, config.instanceId, config.LEASE_TTL_MS)
     for (const [sid, holder] of holders) {
       const live = registry.get(sid)
@@ -265,65 +297,36 @@ export class Adoption {
     if (got === 'attached') this.deps.log.info({ sessionId: live.id }, 'adopted again a session nobody held')
   }
 
-  /** The session's sandbox is gone for good, and its background processes with it. */
-  async markDead(sid: string): Promise<void> {
-    await this.deps.stores.sessions.updateSession(sid, { status: 'dead' })
+  /** The session's sandbox is gone for good, and its background processes with it; `detail` says why when there is more to say. */
+  async markDead(sid: string, detail?: string): Promise<void> {
+    await this.deps.stores.sessions.updateSession(sid, { status: 'dead', ...(detail ? { status_detail: detail } : {}) })
     await this.deps.stores.leases.removeInstanceSession(this.deps.config.instanceId, sid)
     await this.deps.processes.endRecorded(sid)
   }
 
-  private async adopt(rec: SessionRecord): Promise<LiveSession> {
-    const { stores, driver, config, recorded, registry, runner, driven } = this.deps
+  private async adopt(seen: SessionRecord): Promise<LiveSession> {
+    const { stores, config } = this.deps
+    // Read again: the session may have been hibernated (or woken, or deleted) since the caller read it.
+    const rec = await stores.sessions.getSession(seen.id)
+    if (!rec || rec.tenant !== seen.tenant) throw new AppError('session_not_found', `no session ${seen.id}`)
+    if (rec.status === 'dead') throw new AppError('session_dead', rec.status_detail || "the session's sandbox has died; restart it or create a new session")
     // Only an instance on the session's Docker engine can reach its sandbox.
     const where = await this.deps.engines.whereIs(rec)
     if (!where.here && where.instances.length) throw new SessionOnOtherEngine(where.engine, where.instances)
     const term = await this.claimLease(rec)
-    if (!where.here) return endStranded({ ...this.deps, instanceId: config.instanceId }, rec)
-    const state = rec.container_id ? await driver.inspectExit(rec.container_id) : { running: false, oomKilled: false, exitCode: null }
-    const all = await recorded.unfinished(rec)
-    // An LLM turn lives only in the process that drives it: if that is not this one, nobody will end it.
-    for (const turn of all.filter((x) => x.kind === 'turn' && !driven.drives(x.id))) {
-      await recorded.endOrphaned(rec, turn, 'killed', 'the API instance running this LLM turn stopped; send the message again')
-    }
-    const unfinished = all.filter((x) => x.kind !== 'turn')
-    if (!state.running) {
-      await this.markDead(rec.id)
-      for (const ex of unfinished)
-        await recorded.endOrphaned(rec, ex, state.oomKilled ? 'oom' : 'killed', 'the sandbox stopped while no API instance was attached')
-      throw new AppError('session_dead', "the session's sandbox is gone; restart it or create a new session")
-    }
-    const handle = await driver.adopt(rec.container_id, rec.id)
-    const live = this.attach(rec, handle, true, term)
-    try {
-      const running = unfinished.find((ex) => ex.status === 'running')
-      // Frames of the running execution that arrive now wait until those written while detached are replayed.
-      const early: ReplFrame[] = []
-      if (running) live.client.track(running.id, (f) => early.push(f))
-      await stores.leases.addInstanceSession(config.instanceId, rec.id)
-      if (running) await runner.resume(live, running, early)
-      // Background processes went on too: what they wrote meanwhile comes from the REPL's replay buffer.
-      await this.deps.processes.resume(live)
-      const requeued: PendingExecution[] = []
-      for (const ex of unfinished.filter((x) => x.status === 'queued').reverse()) {
-        // Streamed code came from an instance that is gone: nobody sends the rest of it.
-        if (ex.kind === 'stream') {
-          await recorded.endOrphaned(rec, ex, 'killed', 'the API instance that was streaming this code stopped')
-          continue
-        }
-        const again = newPendingExecution(ex.id, ex.code ?? '', ex.timeout_ms ?? config.EXEC_TIMEOUT_S * 1000)
-        if (ex.language === 'bash') again.language = 'bash'
-        requeued.push(again)
+    // A hibernated session is not bound to its engine: with none of its engine's instances left, it
+    // wakes here from its checkpoint (CHECKPOINT_DIR shared between the hosts; verified as anywhere).
+    if (rec.status === 'hibernated') {
+      const here = { engine: this.deps.engines.local(), attach: (r: SessionRecord, h: SandboxHandle, t: string) => this.attach(r, h, true, t) }
+      this.waking.add(rec.id)
+      try {
+        return await wake({ ...this.deps, ...here, markDead: (sid, why) => this.markDead(sid, why) }, rec, term)
+      } finally {
+        this.waking.delete(rec.id)
       }
-      if (!running) await stores.sessions.updateSession(rec.id, { status: requeued.length ? 'busy' : 'ready' })
-      runner.requeue(live, requeued)
-      this.deps.log.info({ sessionId: rec.id, resumed: running?.id, requeued: requeued.length }, 'session adopted')
-      return live
-    } catch (err) {
-      registry.release(live)
-      await stores.leases.releaseLease(rec.id, config.instanceId).catch(() => undefined)
-      if (err instanceof AppError) throw err
-      throw new AppError('sandbox_failed', "the session's sandbox could not be re-attached", { cause: err })
     }
+    if (!where.here) return endStranded({ ...this.deps, instanceId: config.instanceId }, rec)
+    return adoptRunning({ ...this.deps, markDead: (sid, why) => this.markDead(sid, why), attach: (r, h, t) => this.attach(r, h, true, t) }, rec, term)
   }
 }
 

@@ -185,7 +185,8 @@ export class Executions {
   async interrupt(tenant: string, sid: string): Promise<void> {
     const { sessions, registry, adoption, runner, driven } = this.deps
     const rec = await sessions.record(tenant, sid)
-    const live = registry.get(sid) ?? (rec.status === 'dead' ? null : await adoption.ensureLocal(rec))
+    // Nothing runs in a hibernated session: it is not woken for an interrupt.
+    const live = registry.get(sid) ?? (rec.status === 'dead' || rec.status === 'hibernated' ? null : await adoption.ensureLocal(rec))
     if (live && runner.interrupt(live)) return
     if (driven.interruptSession(sid)) return
     throw new AppError('nothing_running', 'no execution is running in this session')

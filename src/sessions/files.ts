@@ -30,7 +30,7 @@ export interface FileEntry {
 export interface FilesDeps {
   config: Config
   stores: Pick<Stores, 'sessions'>
-  sessions: Pick<SessionService, 'record'>
+  sessions: Pick<SessionService, 'record' | 'usable' | 'settled'>
   files: SandboxFiles
   log: Logger
   /** Files move only on the session's own engine: elsewhere the request must go to an instance there. */
@@ -175,8 +175,11 @@ export class SessionFiles {
 
   /** The tenant's session (any tenant's for null), alive. Throws session_not_found, session_dead. */
   private async live(tenant: string | null, sid: string): Promise<SessionRecord> {
+    await this.deps.sessions.settled(sid)
     const rec = tenant === null ? await this.deps.stores.sessions.getSession(sid) : await this.deps.sessions.record(tenant, sid)
     if (!rec) throw new AppError('session_not_found', `no session ${sid}`)
+    // A hibernated session's files are in its checkpoint: it wakes first.
+    if (rec.status === 'hibernated') return this.live(tenant, (await this.deps.sessions.usable(rec)).id)
     if (rec.status === 'dead' || !rec.container_id)
       throw new AppError('session_dead', rec.status_detail || "the session's sandbox has died; restart it or create a new session")
     await this.deps.engines?.mustBeHere(rec)

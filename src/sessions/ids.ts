@@ -1,4 +1,4 @@
-// Opaque random ids: a kind prefix (ses, exe, prc: a background process) and 20 base62 characters (about 119 bits).
+// Opaque random ids: a kind prefix (ses, exe, prc: a background process, snp: a snapshot) and 20 base62 characters (about 119 bits).
 import { randomFillSync } from 'node:crypto'
 
 const ALPHABET = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'
@@ -7,7 +7,7 @@ const ID_BYTES = 20
 const pool = Buffer.alloc(ID_BYTES * 256)
 let used = pool.length
 
-export function newId(prefix: 'ses' | 'exe' | 'prc'): string {
+export function newId(prefix: 'ses' | 'exe' | 'prc' | 'snp'): string {
   if (used + ID_BYTES > pool.length) {
     randomFillSync(pool)
     used = 0

@@ -8,7 +8,7 @@ import type { EventFeed } from '../store/event-feed.js'
 import type { Stores } from '../store/stores.js'
 import { Adoption } from './adoption.js'
 import { DrivenLogs, ExecutionRunner, type LlmRequestHandler, RecordedExecutions } from './runner/index.js'
-import { Engines, HostCapacity, WarmPool, PoolSweep, SandboxSource, TemplateImages } from './supply/index.js'
+import { CheckpointStore, Engines, HostCapacity, WarmPool, PoolSweep, SandboxSource, TemplateImages } from './supply/index.js'
 import { Executions } from './executions.js'
 import type { Metrics } from '../metrics.js'
 import { Reaper } from './reaper.js'
@@ -18,8 +18,13 @@ import { SessionService } from './session-service.js'
 import { SessionFiles } from './files.js'
 import { ProcessRunner, Processes } from './processes/index.js'
 import { SessionTerminals } from './terminals.js'
+import { Hibernation } from './hibernation.js'
+import { CheckpointSweep } from './checkpoint-sweep.js'
+import { Snapshots } from './snapshots.js'
 
 export type { SessionService } from './session-service.js'
+export type { Snapshots } from './snapshots.js'
+export type { RemoteCopies } from './checkpoint-copies.js'
 export type { SessionFiles } from './files.js'
 export type { OneShots } from './one-shot.js'
 export type { Processes } from './processes/index.js'
@@ -41,6 +46,8 @@ export interface SessionLayerDeps {
 
 export interface SessionLayer {
   sessions: SessionService
+  /** Snapshots of sessions, sessions started from them, forks. */
+  snapshots: Snapshots
   executions: Executions
   /** POST /v1/execute: code in a fresh sandbox (from the warm pool), removed after its `done`. */
   oneShots: OneShots
@@ -88,7 +95,14 @@ export function createSessionLayer(deps: SessionLayerDeps): SessionLayer {
   const recorded = new RecordedExecutions(config, stores, feed)
   const driven = new DrivenLogs(stores, feed)
   const capacity = new HostCapacity(driver.memory, config.HOST_MEMORY_SHARE, log)
+  const checkpoints = new CheckpointStore(config.CHECKPOINT_DIR)
+  metrics.checkpointUsage.read = () => checkpoints.usage()
+  metrics.snapshotUsage.read = () => stores.snapshots.usage()
   const engines = new Engines({ config, driver, capacity, store: stores.engines, log: log.child({ component: 'engines' }), records: stores.sessions })
+  const templates = new TemplateImages(config, driver, log)
+  const pool = new WarmPool({ config, driver, log: log.child({ component: 'pool' }), metrics, capacity, templates, poolStore: stores.pool })
+  const poolSweep = new PoolSweep({ config, driver, log, pool, poolStore: stores.pool, engines })
+  const sandboxes = new SandboxSource({ config, driver, capacity, templates, pool, checkpoints })
   const adoption = new Adoption({
     config,
     stores,
@@ -101,11 +115,11 @@ export function createSessionLayer(deps: SessionLayerDeps): SessionLayer {
     llmRequests: deps.llmRequests,
     engines,
     processes: processRunner,
+    sandboxes,
+    checkpoints,
+    metrics,
   })
-  const templates = new TemplateImages(config, driver, log)
-  const pool = new WarmPool({ config, driver, log: log.child({ component: 'pool' }), metrics, capacity, templates, poolStore: stores.pool })
-  const poolSweep = new PoolSweep({ config, driver, log, pool, poolStore: stores.pool, engines })
-  const sandboxes = new SandboxSource({ config, driver, capacity, templates, pool })
+  const hibernation = new Hibernation({ config, stores, driver, log, metrics, registry, runner, driven, adoption, checkpoints, engines, sandboxes })
   const sessions = new SessionService({
     config,
     stores,
@@ -119,7 +133,20 @@ export function createSessionLayer(deps: SessionLayerDeps): SessionLayer {
     sandboxes,
     engines,
     processes: processRunner,
+    hibernation,
+    checkpoints,
   })
+  const snapshots = new Snapshots({
+    config,
+    stores,
+    driver,
+    sessions,
+    checkpoints,
+    log: log.child({ component: 'snapshots' }),
+    engine: () => engines.local(),
+    engines,
+  })
+  const checkpointSweep = new CheckpointSweep({ stores, checkpoints, snapshots, log: log.child({ component: 'checkpoints' }) })
   const executions = new Executions({ config, stores, feed, sessions, registry, adoption, runner, driven })
   const workspace = driver.workspaceFiles(config.SANDBOX_USER, config.FILE_STALL_TIMEOUT_MS)
   const files = new SessionFiles({ config, stores, sessions, files: workspace, log: log.child({ component: 'files' }), engines })
@@ -155,6 +182,7 @@ export function createSessionLayer(deps: SessionLayerDeps): SessionLayer {
 
   return {
     sessions,
+    snapshots,
     executions,
     oneShots,
     files,
@@ -165,6 +193,7 @@ export function createSessionLayer(deps: SessionLayerDeps): SessionLayer {
     async start() {
       await engines.start()
       await reaper.removeOrphans()
+      await checkpointSweep.sweep().catch((err: unknown) => log.warn({ err }, 'the checkpoint sweep failed at start; it runs again soon'))
       await poolSweep.sweep().catch((err: unknown) => log.warn({ err }, 'the warm-pool sweep failed at start; it runs again soon'))
       await adoption.readoptAll()
       every(config.REAPER_INTERVAL_MS, () => reaper.reapDue())
@@ -172,6 +201,7 @@ export function createSessionLayer(deps: SessionLayerDeps): SessionLayer {
       every(Math.floor(config.LEASE_TTL_MS / 3), () => pool.heartbeat())
       every(Math.floor(config.LEASE_TTL_MS / 3), () => engines.report())
       every(config.LEASE_TTL_MS, () => poolSweep.sweep())
+      every(config.LEASE_TTL_MS, () => checkpointSweep.sweep())
       await pool.start()
       void templates.checkAll()
     },

@@ -52,6 +52,8 @@ export class OneShots {
         limits: body.limits,
         template: body.template,
         idle_timeout_s: Math.min(ONE_SHOT_IDLE_S, tl.max_idle_timeout_s),
+        // Left behind by a crash, it is deleted at its deadline, never kept hibernated (IDLE_ACTION).
+        idle_action: 'delete',
         metadata: { one_shot: 'true' },
       })
       .catch((err: unknown) => {

@@ -1,5 +1,7 @@
-// Background clean-up: idle sessions past their deadline are deleted (whichever instance claims
-// them first, under a claim that lapses if that instance dies), busy sessions whose instance is
+// Background clean-up: idle sessions past their deadline are deleted, or hibernated when they asked
+// for it (whichever instance claims them first, under a claim that lapses if that instance dies;
+// a hibernation runs on the session's holder), hibernated ones are deleted with their checkpoint
+// past their hibernated_ttl_s, busy sessions whose instance is
 // gone are adopted, executions whose end was never recorded are ended, sandboxes that could not be
 // killed are removed, and containers that Redis no longer knows are removed.
 import type { Logger } from 'pino'
@@ -12,6 +14,7 @@ import type { Adoption } from './adoption.js'
 import type { DrivenLogs, ExecutionRunner, LiveSession, RecordedExecutions } from './runner/index.js'
 import type { Engines } from './supply/index.js'
 import type { Metrics } from '../metrics.js'
+import { AppError } from '../errors.js'
 import type { SessionRegistry } from './registry.js'
 import type { SessionService } from './session-service.js'
 
@@ -71,14 +74,20 @@ export class Reaper {
     await Promise.all(Array.from({ length: Math.min(PARALLEL, queue.length) }, worker))
   }
 
-  /** Removes this deployment's containers whose session Redis does not know. */
+  /**
+   * Removes this deployment's containers whose session Redis does not know, and those of hibernated
+   * sessions no instance is waking (a wake cut short by a crash: the next wake restores afresh).
+   */
   async removeOrphans(): Promise<void> {
     const { stores, driver, config, log } = this.deps
     const known = await stores.sessions.allSessionIds()
+    // Run at start: a lease still in this instance's name is its former life's, cut short.
+    const waking = async (sid: string) => ![null, config.instanceId].includes(await stores.leases.leaseHolder(sid))
+    const asleep = async (sid: string) => (await stores.sessions.getSession(sid))?.status === 'hibernated' && !(await waking(sid))
     for (const c of await driver.listManaged(config.REPLCAST_DEPLOYMENT)) {
       // Warm-pool containers carry no session label: the pool's sweep (pool-sweep.ts) decides on them.
-      if (c.pooled || known.has(c.sessionId)) continue
-      log.warn({ containerId: c.id, sessionId: c.sessionId }, 'removing a sandbox unknown to Redis')
+      if (c.pooled || (known.has(c.sessionId) && !(await asleep(c.sessionId)))) continue
+      log.warn({ containerId: c.id, sessionId: c.sessionId }, 'removing a sandbox unknown to Redis, or left by a wake cut short')
       await driver.remove(c.id).catch((err: unknown) => log.warn({ err, containerId: c.id }, 'could not remove a sandbox unknown to Redis'))
     }
   }
@@ -94,6 +103,7 @@ export class Reaper {
       await stores.sessions.settleClaim(sid, claimedUntil, now + RETRY_MS)
       return
     }
+    if (rec.status === 'hibernated') return this.reapHibernated(rec, claimedUntil)
     const deadline = rec.last_active_at + rec.idle_timeout_s * 1000
     if (rec.status === 'busy') {
       // Past a running execution's own time limit. If no instance holds the session, its instance
@@ -115,9 +125,54 @@ export class Reaper {
       await stores.sessions.settleClaim(sid, claimedUntil, deadline)
       return
     }
+    if (!unkillable && rec.status === 'ready' && rec.idle_action === 'hibernate' && (await this.hibernateIdle(rec, claimedUntil))) return
     log.info({ sessionId: sid, tenant: rec.tenant }, unkillable ? 'removing a sandbox that could not be killed' : 'reaping idle session')
     await sessions.destroy(rec, 'killed')
     this.deps.metrics.sessionsReaped.inc()
+  }
+
+  /** Deletes a hibernated session with its checkpoint once its hibernated_ttl_s has passed. */
+  private async reapHibernated(rec: SessionRecord, claimedUntil: number): Promise<void> {
+    const { stores, sessions, config, log } = this.deps
+    const due = (rec.hibernated_at ?? 0) + (rec.hibernated_ttl_s ?? config.HIBERNATED_TTL_S) * 1000
+    if (due > Date.now()) {
+      await stores.sessions.settleClaim(rec.id, claimedUntil, due)
+      return
+    }
+    log.info({ sessionId: rec.id, tenant: rec.tenant }, 'deleting a hibernated session past its hibernated_ttl_s')
+    await sessions.destroy(rec, 'killed')
+    this.deps.metrics.sessionsReaped.inc()
+  }
+
+  /**
+   * Hibernates a session at its idle deadline, as POST .../hibernate does. True when that is done
+   * (or left to its holder, another live instance, or the session went busy): false when it cannot
+   * be hibernated (no room among the tenant's hibernated sessions, or its runtime cannot), and is
+   * then deleted as any idle session. A failed checkpoint throws: it is tried again.
+   */
+  private async hibernateIdle(rec: SessionRecord, claimedUntil: number): Promise<boolean> {
+    const { stores, registry, sessions, config, log } = this.deps
+    const holder = registry.has(rec.id) ? config.instanceId : await stores.leases.leaseHolder(rec.id)
+    if (holder && holder !== config.instanceId) {
+      // Its holder hibernates it: due again after one reaper round, when the holder's own reaper may
+      // claim it first (a longer wait would let a non-holder's claims put the idle action off again and again).
+      await stores.sessions.settleClaim(rec.id, claimedUntil, Date.now() + config.REAPER_INTERVAL_MS)
+      return true
+    }
+    try {
+      await sessions.hibernateIdle(rec)
+      log.info({ sessionId: rec.id, tenant: rec.tenant }, 'hibernated an idle session')
+      return true
+    } catch (err) {
+      if (!(err instanceof AppError)) throw err
+      if (err.code === 'session_busy') {
+        await stores.sessions.settleClaim(rec.id, claimedUntil, Date.now() + rec.idle_timeout_s * 1000)
+        return true
+      }
+      if (err.code !== 'quota_exceeded' && err.code !== 'not_supported') throw err
+      log.warn({ sessionId: rec.id, tenant: rec.tenant, reason: err.message }, 'an idle session could not be hibernated; deleting it')
+      return false
+    }
   }
 
   /**

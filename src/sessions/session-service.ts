@@ -1,5 +1,6 @@
-// Sessions' lifecycle: create (a new sandbox and REPL), read, list, restart, delete. A session
-// runs code on the instance that holds its lease; Executions (executions.ts) is the way in.
+// Sessions' lifecycle: create (a new sandbox and REPL), read, list, restart, hibernate and wake
+// (hibernation.ts, wake.ts), delete. A session runs code on the instance that holds its lease;
+// Executions (executions.ts) is the way in.
 import type { Logger } from 'pino'
 import type { Config } from '../config.js'
 import { AppError } from '../errors.js'
@@ -8,7 +9,7 @@ import type { SandboxDriver, SandboxHandle } from '../sandbox/driver.js'
 import type { SessionRecord } from '../store/records.js'
 import type { Stores } from '../store/stores.js'
 import type { Adoption } from './adoption.js'
-import { type Engines, type SandboxSource, resolveSessionLimits } from './supply/index.js'
+import { type CheckpointStore, type Engines, type SandboxSource, resolveSessionLimits } from './supply/index.js'
 import type { ExecutionRunner, LiveSession, RecordedExecutions } from './runner/index.js'
 import type { ProcessRunner } from './processes/index.js'
 import { newId } from './ids.js'
@@ -16,6 +17,7 @@ import type { Metrics } from '../metrics.js'
 import type { SessionRegistry } from './registry.js'
 import { toSession } from './views.js'
 import { DEFAULT_TEMPLATE } from '../templates.js'
+import type { Hibernation, KeepCheckpoint } from './hibernation.js'
 
 export interface SessionServiceDeps {
   config: Config
@@ -30,6 +32,8 @@ export interface SessionServiceDeps {
   sandboxes: SandboxSource
   engines: Pick<Engines, 'local' | 'whereIs' | 'mustBeHere'>
   processes: Pick<ProcessRunner, 'endRecorded'>
+  hibernation: Hibernation
+  checkpoints: CheckpointStore
 }
 
 export class SessionService {
@@ -43,9 +47,13 @@ export class SessionService {
   async create(tenant: string, body: CreateSessionBodyT): Promise<SessionT> {
     if (!tenant) throw new AppError('unauthorized', 'no tenant for this request')
     const { config: c, stores, driver, adoption, registry } = this.deps
-    const { limits, idle, maxSessions } = resolveSessionLimits(c, tenant, body)
+    const { limits, idle, maxSessions, hibernatedTtl } = resolveSessionLimits(c, tenant, body)
     const runtime = body.runtime ?? c.SANDBOX_RUNTIME
     if (!(await this.availableRuntimes()).has(runtime)) throw new AppError('runtime_unavailable', `runtime ${runtime} is not registered with the Docker engine`)
+    // Asked for, hibernation must be possible; by default a session that cannot hibernate is deleted.
+    const refusal = body.idle_action === 'hibernate' || c.IDLE_ACTION === 'hibernate' ? await driver.checkpointRefusal(runtime) : null
+    if (refusal && body.idle_action === 'hibernate') throw new AppError('not_supported', `idle_action "hibernate": ${refusal}`)
+    const idleAction = refusal ? 'delete' : (body.idle_action ?? c.IDLE_ACTION)
     const now = Date.now()
     const rec: SessionRecord = {
       id: newId('ses'),
@@ -54,6 +62,8 @@ export class SessionService {
       created_at: now,
       last_active_at: now,
       idle_timeout_s: idle,
+      idle_action: idleAction,
+      hibernated_ttl_s: hibernatedTtl,
       runtime,
       limits,
       metadata: body.metadata ?? {},
@@ -183,6 +193,7 @@ export class SessionService {
     // Its processes end with it: a client following one's output gets its `exit` before the output goes.
     await this.deps.processes.endRecorded(rec.id)
     if (rec.container_id && where.here) await driver.remove(rec.container_id)
+    await this.deps.checkpoints.remove(rec.id)
     await stores.sessions.deleteSession(rec)
     await stores.leases.removeInstanceSession(config.instanceId, rec.id)
   }
@@ -213,9 +224,32 @@ export class SessionService {
     }
   }
 
+  /** Hibernates the session (see Hibernation.hibernate), after restarts and deletions before it. */
+  async hibernate(tenant: string, id: string, keep?: KeepCheckpoint): Promise<SessionT> {
+    await this.record(tenant, id)
+    return this.inTurn(id, async () => toSession(await this.deps.hibernation.hibernate(await this.record(tenant, id), keep)))
+  }
+
+  /** Hibernates a session at its idle deadline (the reaper), as hibernate() does; one gone meanwhile is left. */
+  async hibernateIdle(rec: SessionRecord): Promise<void> {
+    await this.inTurn(rec.id, async () => {
+      // Used since the reaper read it: its deadline moved, and the reaper meets it again then.
+      const now = await this.deps.stores.sessions.getSession(rec.id)
+      if (now && now.last_active_at + now.idle_timeout_s * 1000 <= Date.now()) await this.deps.hibernation.hibernate(now)
+    })
+  }
+
+  /** Wakes a hibernated session now, ahead of its use (a live one is only attached). Throws like usable. */
+  async wake(tenant: string, id: string): Promise<SessionT> {
+    await this.usable(await this.record(tenant, id))
+    return this.get(tenant, id)
+  }
+
   private async restartOnce(tenant: string, id: string): Promise<SessionT> {
     // Read again: a restart before this one may have changed it (or the session may be gone).
     const rec = await this.record(tenant, id)
+    // A fresh interpreter needs no checkpoint: a hibernated session gets a new sandbox, and its checkpoint goes.
+    if (rec.status === 'hibernated') return toSession(await this.deps.hibernation.restartFresh(rec))
     if (!rec.container_id) throw new AppError('session_dead', 'the session has no sandbox')
     await this.deps.engines.mustBeHere(rec)
     await this.deps.adoption.holding(id, this.restartLive(rec))
@@ -260,6 +294,11 @@ export class SessionService {
     const rec = await this.deps.stores.sessions.getSession(id)
     if (!rec || rec.tenant !== tenant) throw new AppError('session_not_found', `no session ${id}`)
     return rec
+  }
+
+  /** Resolves once no hibernation of the session runs here: a file transfer started meanwhile would spoil its checkpoint. */
+  settled(id: string): Promise<void> {
+    return this.deps.adoption.settled(id)
   }
 
   /** A session the caller can run code in: attached here (adopting it if its lease is free), alive. */

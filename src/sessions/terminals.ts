@@ -67,7 +67,11 @@ export class SessionTerminals {
    */
   async open(tenant: string, sid: string, size: TerminalSize): Promise<SessionTerminal> {
     const { config, sessions, driver, engines, log } = this.deps
-    const rec = await sessions.record(tenant, sid)
+    let rec = await sessions.record(tenant, sid)
+    if (rec.status === 'hibernated') {
+      await sessions.usable(rec)
+      rec = await sessions.record(tenant, sid)
+    }
     if (rec.status === 'dead' || !rec.container_id)
       throw new AppError('session_dead', rec.status_detail || "the session's sandbox has died; restart it or create a new session")
     await engines.mustBeHere(rec)

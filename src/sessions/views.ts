@@ -6,13 +6,18 @@ import { DEFAULT_TEMPLATE } from '../templates.js'
 const iso = (ms: number) => new Date(ms).toISOString()
 
 export function toSession(r: SessionRecord): SessionT {
+  const hibernatedAt = r.status === 'hibernated' ? r.hibernated_at : null
+  const ttl = r.hibernated_ttl_s ?? 0
   return {
     id: r.id,
     status: r.status,
     created_at: iso(r.created_at),
     last_active_at: iso(r.last_active_at),
-    expires_at: iso(r.last_active_at + r.idle_timeout_s * 1000),
+    expires_at: iso(hibernatedAt ? hibernatedAt + ttl * 1000 : r.last_active_at + r.idle_timeout_s * 1000),
     idle_timeout_s: r.idle_timeout_s,
+    idle_action: r.idle_action ?? 'delete',
+    hibernated_ttl_s: ttl,
+    ...(hibernatedAt ? { hibernated_at: iso(hibernatedAt) } : {}),
     runtime: r.runtime,
     limits: r.limits,
     metadata: r.metadata,

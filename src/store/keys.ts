@@ -23,6 +23,15 @@ export function redisKeys(prefix: string) {
     // Built in Lua too, as this builds it (log-scripts.ts).
     leaseTerm: (sid: string) => `${prefix}{${sid}}:lease-term`,
     tenantSessions: (tenant: string) => `${prefix}tenant:${tenant}:sessions`,
+    // Its hibernated sessions (counted against max_hibernated_sessions instead of max_sessions; a session
+    // is in one set or the other, in both only while it is being hibernated).
+    tenantHibernated: (tenant: string) => `${prefix}tenant:${tenant}:hibernated`,
+    // Snapshots (src/store/snapshot-store.ts): each one's record, the tenant's ids and the bytes they
+    // hold, and every snapshot by its expiry time.
+    snapshot: (id: string) => `${prefix}snapshot:${id}`,
+    tenantSnapshots: (tenant: string) => `${prefix}tenant:${tenant}:snapshots`,
+    tenantSnapshotBytes: (tenant: string) => `${prefix}tenant:${tenant}:snapshot-bytes`,
+    snapshotExpiries: () => `${prefix}snapshot-expiries`,
     tenantRunning: (tenant: string) => `${prefix}tenant:${tenant}:running`,
     tenantRate: (tenant: string, window: number) => `${prefix}tenant:${tenant}:rate:${window}`,
     // One hash tag per tenant: the LLM budget's script reads and writes the four windows together.

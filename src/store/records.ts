@@ -3,7 +3,7 @@
 export interface SessionRecord {
   id: string
   tenant: string
-  status: 'starting' | 'ready' | 'busy' | 'dead'
+  status: 'starting' | 'ready' | 'busy' | 'hibernated' | 'dead'
   created_at: number
   last_active_at: number
   idle_timeout_s: number
@@ -17,6 +17,17 @@ export interface SessionRecord {
   template?: string
   /** The Docker engine (its `docker info` ID) running its sandbox; absent in records from before engines were recorded. */
   engine?: string
+  /** What happens at the idle deadline (absent in records from before hibernation: delete). */
+  idle_action?: 'delete' | 'hibernate'
+  /** How long it stays hibernated before it is deleted with its checkpoint. */
+  hibernated_ttl_s?: number
+  /** When it was hibernated (null or absent: it is not). */
+  hibernated_at?: number | null
+  /** The sha256 of its checkpoint's files, checked before the restore; '' or absent: it has none. */
+  checkpoint_digest?: string
+  checkpoint_bytes?: number | null
+  /** Set while this instance checkpoints it: a sandbox found stopped then was lost mid-checkpoint. */
+  hibernating_at?: number | null
   /** Why a dead session is dead, when that is more than "its sandbox stopped" (e.g. no API instance is left on its engine). */
   status_detail?: string
 }
@@ -72,6 +83,10 @@ const NUM_FIELDS = new Set([
   'ended_at',
   'duration_ms',
   'exit_code',
+  'hibernated_ttl_s',
+  'hibernated_at',
+  'checkpoint_bytes',
+  'hibernating_at',
 ])
 
 export function toHash(obj: object): Record<string, string> {

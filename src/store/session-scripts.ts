@@ -137,3 +137,47 @@ for i = 3, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
 redis.call('ZADD', KEYS[2], ARGV[1], ARGV[2])
 return 1`,
 )
+
+// Hibernation. KEYS[1] the session, KEYS[2] the tenant's sessions, KEYS[3] its hibernated sessions.
+// Reserves a place among the tenant's hibernated sessions (ARGV[1] the session, ARGV[2] the maximum):
+// 1 reserved (or already there), 0 none left.
+export const RESERVE_HIBERNATION = luaScript(
+  'reserve_hibernation',
+  3,
+  `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+if redis.call('SISMEMBER', KEYS[3], ARGV[1]) == 1 then return 1 end
+if redis.call('SCARD', KEYS[3]) >= tonumber(ARGV[2]) then return 0 end
+redis.call('SADD', KEYS[3], ARGV[1])
+return 1`,
+)
+
+// The checkpoint is on disk: the session is hibernated (fields ARGV[3..]), leaves the tenant's live
+// sessions and is due at ARGV[2] (KEYS[4] the deadlines). 0 when it was deleted meanwhile.
+export const HIBERNATED = luaScript(
+  'hibernated',
+  4,
+  `
+if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('SREM', KEYS[3], ARGV[1]) return 0 end
+for i = 3, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+redis.call('SREM', KEYS[2], ARGV[1])
+redis.call('SADD', KEYS[3], ARGV[1])
+redis.call('ZADD', KEYS[4], ARGV[2], ARGV[1])
+return 1`,
+)
+
+// Before a wake: the hibernated session takes a place among the tenant's live sessions (ARGV[2] the
+// maximum) and leaves the hibernated ones; it stays "hibernated" until its sandbox runs. 1 done (or
+// done already by a wake cut short), 0 it is not hibernated, -1 no place left.
+export const WAKE_PLACE = luaScript(
+  'wake_place',
+  3,
+  `
+if redis.call('HGET', KEYS[1], 'status') ~= 'hibernated' then return 0 end
+if redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 0 then
+  if redis.call('SCARD', KEYS[2]) >= tonumber(ARGV[2]) then return -1 end
+  redis.call('SADD', KEYS[2], ARGV[1])
+end
+redis.call('SREM', KEYS[3], ARGV[1])
+return 1`,
+)

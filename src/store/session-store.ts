@@ -5,7 +5,7 @@ import type { EventBytes } from './event-bytes.js'
 import type { RedisKeys } from './keys.js'
 import { fromHash, toHash, type SessionRecord } from './records.js'
 import { runScript } from './scripts.js'
-import { CLAIM_DUE, CREATE_SESSION, SETTLE_CLAIM, UPDATE_SESSION } from './session-scripts.js'
+import { CLAIM_DUE, CREATE_SESSION, HIBERNATED, RESERVE_HIBERNATION, SETTLE_CLAIM, UPDATE_SESSION, WAKE_PLACE } from './session-scripts.js'
 
 export class SessionStore {
   constructor(
@@ -68,14 +68,45 @@ export class SessionStore {
         ...pids.map((pid) => this.keys.process(rec.id, pid)),
       )
       .srem(this.keys.tenantSessions(rec.tenant), rec.id)
+      .srem(this.keys.tenantHibernated(rec.tenant), rec.id)
       .zrem(this.keys.deadlines(), rec.id)
     // Its executions can no longer be read (reads go through the session): their logs go with it.
     this.eventBytes.dropIn(m, rec.tenant, rec.id, eids)
     await m.exec()
   }
 
+  /** The tenant's sessions, hibernated ones included, sorted. */
   async tenantSessionIds(tenant: string): Promise<string[]> {
-    return (await this.redis.smembers(this.keys.tenantSessions(tenant))).sort()
+    return (await this.redis.sunion(this.keys.tenantSessions(tenant), this.keys.tenantHibernated(tenant))).sort()
+  }
+
+  // ---- hibernation (sessions/hibernation.ts) ----
+  /** Takes one of the tenant's `max` places for hibernated sessions for the session; false when none is left. */
+  async reserveHibernation(rec: Pick<SessionRecord, 'id' | 'tenant'>, max: number): Promise<boolean> {
+    const k = this.keys
+    return (
+      (await runScript(this.redis, RESERVE_HIBERNATION, k.session(rec.id), k.tenantSessions(rec.tenant), k.tenantHibernated(rec.tenant), rec.id, max)) === 1
+    )
+  }
+
+  /** Gives back a place reserveHibernation took (the hibernation failed). */
+  async cancelHibernation(rec: Pick<SessionRecord, 'id' | 'tenant'>): Promise<void> {
+    await this.redis.srem(this.keys.tenantHibernated(rec.tenant), rec.id)
+  }
+
+  /** Records the session hibernated with `fields`, due for deletion at `deadlineMs`; false when it was deleted meanwhile. */
+  async hibernated(rec: Pick<SessionRecord, 'id' | 'tenant'>, fields: Partial<SessionRecord>, deadlineMs: number): Promise<boolean> {
+    const k = this.keys
+    const hash = Object.entries(toHash(fields)).flat()
+    const keys = [k.session(rec.id), k.tenantSessions(rec.tenant), k.tenantHibernated(rec.tenant), k.deadlines()]
+    return (await runScript(this.redis, HIBERNATED, ...keys, rec.id, deadlineMs, ...hash)) === 1
+  }
+
+  /** Moves a hibernated session among the tenant's live ones (`max` of them at most) before its wake: 'ok', 'not_hibernated' or 'full'. */
+  async wakePlace(rec: Pick<SessionRecord, 'id' | 'tenant'>, max: number): Promise<'ok' | 'not_hibernated' | 'full'> {
+    const k = this.keys
+    const r = await runScript(this.redis, WAKE_PLACE, k.session(rec.id), k.tenantSessions(rec.tenant), k.tenantHibernated(rec.tenant), rec.id, max)
+    return r === 1 ? 'ok' : r === -1 ? 'full' : 'not_hibernated'
   }
 
   async allSessionIds(): Promise<Set<string>> {

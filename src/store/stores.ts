@@ -12,6 +12,7 @@ import { PoolStore } from './pool-store.js'
 import { ProcessStore } from './process-store.js'
 import { QuotaStore } from './quota-store.js'
 import { SessionStore } from './session-store.js'
+import { SnapshotStore } from './snapshot-store.js'
 
 export interface Stores {
   /** The connection they share, for the parts that keep state of their own in Redis (the cluster's directory, the event feed). */
@@ -33,6 +34,8 @@ export interface Stores {
   readonly engines: EngineStore
   /** Warm pools' heartbeats and the sessions that took pooled containers. */
   readonly pool: PoolStore
+  /** Snapshots' records, each tenant's snapshots and their bytes, expiries. */
+  readonly snapshots: SnapshotStore
 }
 
 export interface StoreOptions {
@@ -55,6 +58,7 @@ export function createStores(redis: Redis, opts: StoreOptions): Stores {
     redis,
     keys,
     sessions: new SessionStore(redis, keys, eventBytes),
+    snapshots: new SnapshotStore(redis, keys),
     leases: new LeaseStore(redis, keys),
     quotas: new QuotaStore(redis, keys),
     executions: new ExecutionStore(redis, keys, eventBytes, { eventTtlS: opts.eventTtlS }),

@@ -33,6 +33,9 @@ export function testEnv(extra: Record<string, string> = {}): Record<string, stri
     // No warm pool unless a test asks for one (test/pool.test.ts): other tests count their containers,
     // and four idle sandboxes per app would crowd a two-core machine.
     SANDBOX_POOL_SIZE: '0',
+    // runc unless a test names runsc (the hostile suites, gVisor, hibernation, snapshots, fork): a runc
+    // sandbox starts in a third of runsc's time, which keeps a two-core run within CI's time.
+    SANDBOX_RUNTIME: 'runc',
     // A tag of one's own (SANDBOX_IMAGE=... bash sandbox-image/build.sh) tests a changed image beside the default one.
     ...(process.env.SANDBOX_IMAGE ? { SANDBOX_IMAGE: process.env.SANDBOX_IMAGE } : {}),
     ...extra,

@@ -1,11 +1,10 @@
 // Several real server processes (src/server.ts) on one Redis key prefix and one Docker deployment
 // label, as replicas behind a plain balancer: a test sends requests round-robin, SIGKILLs or
 // SIGTERMs one. Teardown stops them all and removes every container and key they left.
-import { randomBytes } from 'node:crypto'
-import { Redis } from 'ioredis'
+import type { Redis } from 'ioredis'
 import type { Test } from 'tap'
-import { removeDeployment, testEnv } from './app.js'
-import { freePort, killHard, spawnServer, type ServerProcess } from './server-process.js'
+import { processDeployment } from './deployment.js'
+import type { ServerProcess } from './server-process.js'
 
 export interface Replicas {
   prefix: string
@@ -25,33 +24,12 @@ export interface Replicas {
 }
 
 export async function startReplicas(t: Test, n: number, extra: Record<string, string> = {}): Promise<Replicas> {
-  const tag = randomBytes(4).toString('hex')
-  const prefix = `replcast-test-${tag}:`
-  const deployment = `test-${tag}`
-  const ids = Array.from({ length: n }, (_, i) => `replica${i}-${tag}`)
-  const envs = await Promise.all(
-    ids.map(async (id) =>
-      testEnv({
-        REPLCAST_KEY_PREFIX: prefix,
-        REPLCAST_DEPLOYMENT: deployment,
-        REPLCAST_INSTANCE_ID: id,
-        PORT: String(await freePort()),
-        LOG_LEVEL: 'warn',
-        ...extra,
-      }),
-    ),
-  )
-  const redis = new Redis(envs[0]!.REDIS_URL!)
+  const d = processDeployment(t)
+  const { prefix, deployment, redis } = d
+  const ids = Array.from({ length: n }, (_, i) => `replica${i}-${d.tag}`)
   const servers: ServerProcess[] = []
   const stopped = new Set<number>()
-  t.teardown(async () => {
-    await Promise.all(servers.map((s) => killHard(s)))
-    await removeDeployment(deployment)
-    const keys = await redis.keys(`${prefix}*`)
-    if (keys.length) await redis.del(...keys)
-    redis.disconnect()
-  })
-  for (const env of envs) servers.push(await spawnServer(env))
+  for (let i = 0; i < n; i++) servers.push(await d.start(`replica${i}`, extra))
   let turn = 0
   return {
     prefix,
@@ -77,7 +55,7 @@ export async function startReplicas(t: Test, n: number, extra: Record<string, st
       await exited
     },
     async restart(i) {
-      servers[i] = await spawnServer(envs[i]!)
+      servers[i] = await d.start(`replica${i}`)
       stopped.delete(i)
     },
   }

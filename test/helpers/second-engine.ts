@@ -5,6 +5,8 @@
 // id (`docker info`) comes from /etc/docker/key.json: the second dockerd runs in a mount namespace
 // of its own where /etc/docker is .replcast/engine2/etc, so it gets an id of its own. stop() removes
 // every container on it and stops it; the kernel kills it too if the test process dies first.
+// With `experimental` it can checkpoint (Docker's experimental mode, live-restore on), and restart()
+// stops its dockerd and starts it again on the same socket and data root (a dockerd restart).
 import { spawn, type ChildProcess } from 'node:child_process'
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -23,9 +25,16 @@ export interface SecondEngine {
   id: string
   /** Removes its containers and stops it (waits for the exit). */
   stop(): Promise<void>
+  /** Stops its dockerd (SIGTERM, containers left as they are) and starts it again; resolves once it answers. */
+  restart(): Promise<void>
 }
 
-export async function startSecondEngine(): Promise<SecondEngine> {
+export interface SecondEngineOptions {
+  /** Docker's experimental mode (checkpoints) and live-restore. */
+  experimental?: boolean
+}
+
+export async function startSecondEngine(opts: SecondEngineOptions = {}): Promise<SecondEngine> {
   const first = new Docker()
   const dataRoot = join(STATE, 'engine2')
   const etc = join(dataRoot, 'etc')
@@ -35,7 +44,7 @@ export async function startSecondEngine(): Promise<SecondEngine> {
   const sock = join(run, 'docker.sock')
   const info = (await first.info()) as { Runtimes?: Record<string, { path: string; runtimeArgs?: string[] }> }
   const runtimes = Object.fromEntries(Object.entries(info.Runtimes ?? {}).filter(([name]) => name !== 'runc' && !name.startsWith('io.containerd.')))
-  writeFileSync(join(run, 'daemon.json'), JSON.stringify({ runtimes }))
+  writeFileSync(join(run, 'daemon.json'), JSON.stringify({ runtimes, ...(opts.experimental ? { experimental: true, 'live-restore': true } : {}) }))
   const args = [
     '--config-file',
     join(run, 'daemon.json'),
@@ -55,41 +64,48 @@ export async function startSecondEngine(): Promise<SecondEngine> {
     'warn',
   ]
   let log = ''
-  const child: ChildProcess = spawn(
-    'setpriv',
-    [
-      '--pdeathsig',
-      'KILL',
-      'unshare',
-      '-m',
-      // Its own network namespace: a dockerd with `--bridge none` deletes the host's docker0 at start,
-      // which would leave the first engine unable to `docker build`.
-      '-n',
-      '--propagation',
-      'private',
-      'sh',
-      '-c',
-      'ip link set lo up && mount --bind "$1" /etc/docker && shift && exec dockerd "$@"',
-      'sh',
-      etc,
-      ...args,
-    ],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
-  )
-  child.stdout!.on('data', (b) => (log = (log + b).slice(-4000)))
-  child.stderr!.on('data', (b) => (log = (log + b).slice(-4000)))
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
+  const launch = () => {
+    const child: ChildProcess = spawn(
+      'setpriv',
+      [
+        '--pdeathsig',
+        'KILL',
+        'unshare',
+        '-m',
+        // Its own network namespace: a dockerd with `--bridge none` deletes the host's docker0 at start,
+        // which would leave the first engine unable to `docker build`.
+        '-n',
+        '--propagation',
+        'private',
+        'sh',
+        '-c',
+        'ip link set lo up && mount --bind "$1" /etc/docker && shift && exec dockerd "$@"',
+        'sh',
+        etc,
+        ...args,
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    )
+    child.stdout!.on('data', (b) => (log = (log + b).slice(-4000)))
+    child.stderr!.on('data', (b) => (log = (log + b).slice(-4000)))
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
+    return { child, exited }
+  }
+  let { child, exited } = launch()
   const docker = new Docker({ socketPath: sock })
-  const stopEngine = async () => {
+  const endDockerd = async () => {
     if (child.exitCode === null && child.signalCode === null) {
       child.kill('SIGTERM')
       const timer = setTimeout(() => child.kill('SIGKILL'), 20000)
       await exited
       clearTimeout(timer)
     }
+  }
+  const stopEngine = async () => {
+    await endDockerd()
     rmSync(run, { recursive: true, force: true })
   }
-  try {
+  const answers = async () => {
     const up = await waitFor(
       async () => {
         if (child.exitCode !== null) return true
@@ -104,6 +120,9 @@ export async function startSecondEngine(): Promise<SecondEngine> {
       100,
     )
     if (!up || child.exitCode !== null) throw new Error(`the second dockerd did not start: ${log}`)
+  }
+  try {
+    await answers()
     await loadImage(first, docker)
     const id = ((await docker.info()) as { ID: string }).ID
     return {
@@ -121,6 +140,11 @@ export async function startSecondEngine(): Promise<SecondEngine> {
           ),
         )
         await stopEngine()
+      },
+      async restart() {
+        await endDockerd()
+        ;({ child, exited } = launch())
+        await answers()
       },
     }
   } catch (err) {

@@ -49,7 +49,8 @@ export async function spawnServer(env: Record<string, string>): Promise<ServerPr
         return false
       }
     },
-    30000,
+    // The TypeScript loader compiles the server at each start: on two loaded cores that takes a while.
+    60000,
     50,
   )
   if (!up || child.exitCode !== null) throw new Error(`server did not start: ${output.slice(-2000)}`)

@@ -3,7 +3,7 @@
 import { PassThrough } from 'node:stream'
 import { pino } from 'pino'
 import t from 'tap'
-import { AttachTransport } from '../../src/sandbox/docker-driver.js'
+import { AttachTransport } from '../../src/sandbox/attach-transport.js'
 
 /** One frame of Docker's multiplexed attach stream. */
 const frame = (stream: 1 | 2, text: string): Buffer => {

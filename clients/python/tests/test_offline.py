@@ -65,6 +65,11 @@ def test_every_problem_code_gets_its_class_and_every_class_is_a_replcast_error()
         "session_moving": errors.UnavailableError,
         "llm_not_configured": errors.UnavailableError,
         "unavailable": errors.UnavailableError,
+        "session_busy": errors.SessionBusyError,
+        "not_supported": errors.NotSupportedError,
+        "checkpoint_space": errors.CheckpointSpaceError,
+        "snapshot_not_found": errors.SnapshotNotFoundError,
+        "snapshot_refused": errors.SnapshotRefusedError,
     }
     statuses = {"unauthorized": 401, "permission_denied": 403, "payload_too_large": 413, "workspace_full": 413, "file_too_large": 413}
     for code in ERROR_CODES:
@@ -81,8 +86,11 @@ def test_every_problem_code_gets_its_class_and_every_class_is_a_replcast_error()
 
 def _status_of(code: str) -> int:
     families = {
-        404: ("not_found", "session_not_found", "execution_not_found", "file_not_found", "process_not_found"),
-        409: ("session_dead", "queue_full", "nothing_running", "too_many_processes", "process_exited", "stdin_closed", "stdin_full", "too_many_terminals"),
+        404: ("not_found", "session_not_found", "execution_not_found", "file_not_found", "process_not_found", "snapshot_not_found"),
+        409: (
+            "session_dead", "queue_full", "nothing_running", "too_many_processes", "process_exited", "stdin_closed", "stdin_full", "too_many_terminals",
+            "session_busy", "not_supported", "snapshot_refused",
+        ),
         429: ("quota_exceeded", "rate_limited", "llm_budget_exhausted"),
         500: ("internal",),
         502: ("sandbox_failed", "template_unusable"),
@@ -92,6 +100,7 @@ def _status_of(code: str) -> int:
         415: ("unsupported_media_type",),
         426: ("upgrade_required",),
         431: ("headers_too_large",),
+        507: ("checkpoint_space",),
     }
     return next((status for status, codes in families.items() if code in codes), 400)
 

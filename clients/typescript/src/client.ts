@@ -27,6 +27,9 @@ export type ExecuteRequest = Schemas['ExecuteRequest']
 export type Process = Schemas['Process']
 export type StartProcessRequest = Schemas['StartProcessRequest']
 export type ProcessSignal = Schemas['SignalRequest']['signal']
+export type Snapshot = Schemas['Snapshot']
+export type SnapshotList = Schemas['SnapshotList']
+export type ForkRequest = Schemas['ForkRequest']
 
 export interface ClientOptions {
   /** The server, e.g. http://127.0.0.1:8080 (default: REPLCAST_URL, else that). */
@@ -93,6 +96,64 @@ export class ReplcastClient {
 
   restartSession(id: string): Promise<Session> {
     return this.json('POST', `/v1/sessions/${enc(id)}/restart`)
+  }
+
+  /**
+   * Hibernates a runsc session: its state (namespace, workspace, cwd, env) goes to disk and its sandbox
+   * away, so it holds no memory until used again. Any later use wakes it; hibernating a hibernated
+   * session changes nothing. Throws ConflictError session_busy (code is running) or not_supported
+   * (a runtime that cannot checkpoint), ServerError checkpoint_space (no disk for the checkpoint).
+   */
+  hibernate(id: string): Promise<Session> {
+    return this.json('POST', `/v1/sessions/${enc(id)}/hibernate`)
+  }
+
+  /** Wakes a hibernated session now, ahead of its use (a live session is answered as it is). */
+  wake(id: string): Promise<Session> {
+    return this.json('POST', `/v1/sessions/${enc(id)}/wake`)
+  }
+
+  /**
+   * Snapshots a runsc session's state (memory, workspace files, processes); the session runs on after
+   * a short pause. `createSession({ snapshot_id })` starts new sessions from it. Throws ConflictError
+   * session_busy or not_supported, RateLimitError quota_exceeded (max_snapshots, max_snapshot_bytes).
+   */
+  snapshot(sessionId: string, opts: { name?: string } = {}): Promise<Snapshot> {
+    return this.json('POST', `/v1/sessions/${enc(sessionId)}/snapshots`, opts)
+  }
+
+  listSnapshots(opts: { limit?: number; cursor?: string } = {}): Promise<SnapshotList> {
+    const q = new URLSearchParams()
+    if (opts.limit) q.set('limit', String(opts.limit))
+    if (opts.cursor) q.set('cursor', opts.cursor)
+    return this.json('GET', `/v1/snapshots${q.size ? `?${q.toString()}` : ''}`)
+  }
+
+  /** Every snapshot, page after page. */
+  async *allSnapshots(): AsyncGenerator<Snapshot> {
+    let cursor: string | undefined
+    do {
+      const page = await this.listSnapshots({ limit: 200, cursor })
+      yield* page.snapshots
+      cursor = page.next_cursor ?? undefined
+    } while (cursor)
+  }
+
+  getSnapshot(id: string): Promise<Snapshot> {
+    return this.json('GET', `/v1/snapshots/${enc(id)}`)
+  }
+
+  /** Deletes a snapshot and its checkpoint; sessions started from it keep running. */
+  async deleteSnapshot(id: string): Promise<void> {
+    await this.request('DELETE', `/v1/snapshots/${enc(id)}`)
+  }
+
+  /**
+   * `count` (1-16) new sessions, each with the session's state now, independent afterwards; the
+   * session runs on after a short pause. All or nothing: a copy that cannot be made leaves none.
+   */
+  async fork(sessionId: string, opts: ForkRequest = {}): Promise<Session[]> {
+    return (await this.json<{ sessions: Session[] }>('POST', `/v1/sessions/${enc(sessionId)}/fork`, opts)).sessions
   }
 
   /** Runs code (Python, or bash with `language: 'bash'`) and waits for it to end; the execution with all its events. */

@@ -19,6 +19,7 @@ export const ERROR_CODES = [
   'permission_denied',
   'not_found',
   'session_not_found',
+  'snapshot_not_found',
   'execution_not_found',
   'file_not_found',
   'process_not_found',
@@ -31,6 +32,9 @@ export const ERROR_CODES = [
   'process_exited',
   'stdin_closed',
   'stdin_full',
+  'session_busy',
+  'not_supported',
+  'snapshot_refused',
   'too_many_terminals',
   'payload_too_large',
   'file_too_large',
@@ -48,6 +52,7 @@ export const ERROR_CODES = [
   'unavailable',
   'capacity',
   'session_moving',
+  'checkpoint_space',
 ] as const
 
 export type ErrorCode = (typeof ERROR_CODES)[number]
@@ -86,11 +91,11 @@ export class AuthError extends ReplcastError {}
 export class ForbiddenError extends ReplcastError {}
 /** 404: no such session, execution, process or route (or it belongs to another tenant). */
 export class NotFoundError extends ReplcastError {}
-/** 409: the session's or process's state forbids it now (dead, queue full, nothing running, process exited). */
+/** 409: the session's or process's state forbids it now (dead, busy, queue full, nothing running, process exited), or its runtime cannot (not_supported). */
 export class ConflictError extends ReplcastError {}
 /** 429: a rate or quota; `retryAfterS` says when to try again. */
 export class RateLimitError extends ReplcastError {}
-/** 5xx: the server or what it depends on failed; often worth retrying. */
+/** 5xx: the server or what it depends on failed (507 checkpoint_space: no disk for a hibernation); often worth retrying. */
 export class ServerError extends ReplcastError {}
 /** No answer: the connection failed or dropped before a response (code `network`). */
 export class ConnectionError extends ReplcastError {}

@@ -16,7 +16,7 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpDeps): Promise<vo
   // mcpHolder: a tools/call in a session is answered by the instance holding it (http/mcp-routing.ts).
   app.post(MCP_PATH, { schema: { hide: true }, config: { mcpHolder: true } }, async (req, reply) => {
     // The app's logger is pino (app.ts hands it to Fastify), so the request's child logger is one too.
-    const server = createMcpServer(deps, req.tenant, req.log as unknown as Logger)
+    const server = createMcpServer(deps, req.tenant, req.log as unknown as Logger, req.headers.authorization)
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined })
     open.add(transport)
     reply.hijack()

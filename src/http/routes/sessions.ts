@@ -1,13 +1,16 @@
-// Session routes: create, list, get, delete, interrupt, restart.
+// Session routes: create (from a snapshot too), list, get, delete, interrupt, restart, hibernate, wake.
 import type { FastifyInstance, FastifyReply } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import { CreateSessionBody, Session, SessionList } from '../../schemas.js'
-import type { Executions, SessionService } from '../../sessions/index.js'
+import type { Executions, SessionService, Snapshots } from '../../sessions/index.js'
 import { problems, ref, SessionParams } from '../schema-refs.js'
 import { bindRequestLog } from '../request-log.js'
 
-export async function sessionRoutes(app: FastifyInstance, { sessions, executions }: { sessions: SessionService; executions: Executions }): Promise<void> {
+export async function sessionRoutes(
+  app: FastifyInstance,
+  { sessions, executions, snapshots }: { sessions: SessionService; executions: Executions; snapshots: Snapshots },
+): Promise<void> {
   const r = app.withTypeProvider<TypeBoxTypeProvider>()
   const tags = ['sessions']
   const security = [{ bearer: [] }]
@@ -28,12 +31,26 @@ export async function sessionRoutes(app: FastifyInstance, { sessions, executions
         body: ref(CreateSessionBody),
         response: {
           201: { ...ref(Session), description: 'The session, ready for code' },
-          ...problems('limit_exceeded', 'runtime_unavailable', 'unknown_template', 'quota_exceeded', 'sandbox_failed', 'template_unusable', 'capacity'),
+          ...problems(
+            'bad_request',
+            'limit_exceeded',
+            'runtime_unavailable',
+            'snapshot_not_found',
+            'snapshot_refused',
+            'session_dead',
+            'unknown_template',
+            'not_supported',
+            'quota_exceeded',
+            'sandbox_failed',
+            'template_unusable',
+            'capacity',
+          ),
         },
       },
     },
     async (req, reply) => {
-      const s = await sessions.create(req.tenant, req.body ?? {})
+      const body = req.body ?? {}
+      const s = body.snapshot_id ? await snapshots.createSession(req.tenant, body) : await sessions.create(req.tenant, body)
       bindRequestLog(req, { sessionId: s.id })
       reply.code(201).header('location', `/v1/sessions/${s.id}`)
       return s
@@ -130,9 +147,52 @@ export async function sessionRoutes(app: FastifyInstance, { sessions, executions
         tags,
         security,
         params: SessionParams,
-        response: { 200: { ...ref(Session), description: 'The restarted session' }, ...problems('session_dead', 'sandbox_failed') },
+        response: {
+          200: { ...ref(Session), description: 'The restarted session' },
+          ...problems('session_dead', 'quota_exceeded', 'sandbox_failed', 'capacity'),
+        },
       },
     },
     async (req) => sessions.restart(req.tenant, req.params.id),
+  )
+
+  r.post(
+    '/v1/sessions/:id/hibernate',
+    {
+      config: { holder: true },
+      schema: {
+        operationId: 'hibernateSession',
+        summary: 'Hibernate the session: its state to disk, its sandbox gone (no memory, no process) until it is used again',
+        description:
+          'Any later use (an execution, files, a process, a terminal, a message, POST .../wake) restores it first, with its state as it was. Hibernating a hibernated session changes nothing.',
+        tags,
+        security,
+        params: SessionParams,
+        response: {
+          200: { ...ref(Session), description: 'The session, hibernated' },
+          ...problems('session_dead', 'session_busy', 'not_supported', 'quota_exceeded', 'sandbox_failed', 'checkpoint_space'),
+        },
+      },
+    },
+    async (req) => sessions.hibernate(req.tenant, req.params.id),
+  )
+
+  r.post(
+    '/v1/sessions/:id/wake',
+    {
+      config: { holder: true },
+      schema: {
+        operationId: 'wakeSession',
+        summary: 'Wake a hibernated session now, ahead of its use (a live session is answered as it is)',
+        tags,
+        security,
+        params: SessionParams,
+        response: {
+          200: { ...ref(Session), description: 'The session, ready' },
+          ...problems('session_dead', 'quota_exceeded', 'sandbox_failed', 'capacity'),
+        },
+      },
+    },
+    async (req) => sessions.wake(req.tenant, req.params.id),
   )
 }

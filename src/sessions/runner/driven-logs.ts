@@ -96,6 +96,12 @@ export class DrivenLogs {
     return this.open.has(id)
   }
 
+  /** Whether this process drives a log of session `sid` (an LLM turn between its steps). */
+  drivesSession(sid: string): boolean {
+    for (const log of this.open.values()) if (log.sessionId === sid) return true
+    return false
+  }
+
   /** Offers an interrupt of the session to its driven logs; true when one acted. */
   interruptSession(sid: string): boolean {
     let hit = false

@@ -3,6 +3,8 @@
 export { DrivenLogs, type DrivenLog } from './driven-logs.js'
 export { newPendingExecution, type EventPayload, type PendingExecution } from './execution.js'
 export { ExecutionRunner } from './execution-runner.js'
+// How an adoption tells an execution the REPL got from one it never saw: its frames in the sandbox's log.
+export { executionFrames } from './log-replay.js'
 export type { LiveSession } from './live-session.js'
 export type { LlmReply, LlmRequestContext, LlmRequestHandler, RunningExecution } from './llm-requests.js'
 export { RecordedExecutions } from './recorded-executions.js'

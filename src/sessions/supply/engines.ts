@@ -117,6 +117,18 @@ export class Engines {
     return null
   }
 
+  /**
+   * The other live engines with an API instance and at least `bytes` free by their last report,
+   * ordered by id (a fork spreads its copies over them and this one, in turn).
+   */
+  async othersWithRoom(bytes: number): Promise<string[]> {
+    if (!this.id) return []
+    const out: string[] = []
+    for (const e of (await this.deps.store.live(this.id)).sort((a, b) => (a.id < b.id ? -1 : 1)))
+      if (e.freeBytes >= bytes && (await this.instancesOn(e.id)).length) out.push(e.id)
+    return out
+  }
+
   /** Throws unless the session's sandbox is on this engine: SessionOnOtherEngine while its engine has live instances, else session_dead. */
   async mustBeHere(rec: Pick<SessionRecord, 'engine'>): Promise<void> {
     const w = await this.whereIs(rec)

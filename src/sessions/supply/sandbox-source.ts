@@ -1,11 +1,14 @@
-// Where a new session's sandbox comes from: the warm pool when the session asks for exactly what the
+// Where a session's sandbox comes from: the warm pool when a new session asks for exactly what the
 // pool holds (already started, already counted in the host's memory), else a new container of its
-// template, under a place in the host's memory (host-capacity.ts).
+// template, under a place in the host's memory (host-capacity.ts); or, for a hibernated session,
+// its checkpoint restored into a new container (checkpoint-store.ts verifies it first).
 import type { Config } from '../../config.js'
 import { ReplClosedError, ReplTimeoutError } from '../../repl/repl-client.js'
-import type { SandboxDriver, SandboxHandle } from '../../sandbox/driver.js'
+import type { SandboxSpec } from '../../sandbox/container-spec.js'
+import type { RestoredSandbox, SandboxDriver, SandboxHandle } from '../../sandbox/driver.js'
 import type { SessionRecord } from '../../store/records.js'
 import { DEFAULT_TEMPLATE } from '../../templates.js'
+import type { CheckpointStore } from './checkpoint-store.js'
 import type { CapacityPlace, HostCapacity } from './host-capacity.js'
 import type { TakenSandbox, WarmPool } from './pool.js'
 import { sandboxSpec } from './session-limits.js'
@@ -33,6 +36,7 @@ export interface SandboxSourceDeps {
   capacity: HostCapacity
   templates: TemplateImages
   pool: WarmPool
+  checkpoints: CheckpointStore
 }
 
 export class SandboxSource {
@@ -103,10 +107,35 @@ export class SandboxSource {
     }
   }
 
+  /**
+   * The hibernated session's sandbox, started from its checkpoint once the checkpoint matches
+   * `rec.checkpoint_digest`, in a new container made as the first one was. Its REPL sends no
+   * `ready` (it is the one that was running). Throws CheckpointMismatch, capacity, CheckpointError,
+   * the engine's errors.
+   */
+  async restore(rec: SessionRecord): Promise<RestoredSandbox> {
+    const { checkpoints, capacity, driver } = this.deps
+    await checkpoints.verify(rec.id, rec.checkpoint_digest ?? '')
+    const place = await capacity.reserve(rec.id, rec.limits.memory_mb)
+    try {
+      const handle = await driver.restore(this.spec(rec), checkpoints.dir(rec.id))
+      await place.confirm().catch(async (err: unknown) => {
+        await driver.remove(handle.containerId)
+        throw err
+      })
+      return handle
+    } finally {
+      place.release()
+    }
+  }
+
   private create(rec: SessionRecord): Promise<SandboxHandle> {
+    return this.deps.driver.create(this.spec(rec))
+  }
+
+  private spec(rec: SessionRecord): SandboxSpec {
     const image = this.deps.templates.image(rec.template ?? DEFAULT_TEMPLATE)
-    const { config, driver } = this.deps
-    return driver.create({ ...sandboxSpec(config, { sessionId: rec.id, tenant: rec.tenant, runtime: rec.runtime, limits: rec.limits, env: rec.env }), image })
+    return { ...sandboxSpec(this.deps.config, { sessionId: rec.id, tenant: rec.tenant, runtime: rec.runtime, limits: rec.limits, env: rec.env }), image }
   }
 
   private async readyOrUnusable(template: string, ready: Promise<unknown>): Promise<void> {

@@ -10,7 +10,11 @@ import { checkCeilings } from '../../tenants.js'
 const MIN_PROCESS_MEMORY_MB = 64
 
 /** Throws limit_exceeded (400, naming the limit) for a value above a ceiling. */
-export function resolveSessionLimits(c: Config, tenant: string, body: CreateSessionBodyT): { limits: LimitsT; idle: number; maxSessions: number } {
+export function resolveSessionLimits(
+  c: Config,
+  tenant: string,
+  body: CreateSessionBodyT,
+): { limits: LimitsT; idle: number; maxSessions: number; hibernatedTtl: number } {
   const tl = c.tenantLimits.for(tenant)
   const req = body.limits ?? {}
   checkCeilings(tl, {
@@ -20,6 +24,7 @@ export function resolveSessionLimits(c: Config, tenant: string, body: CreateSess
     'limits.workspace_mb': req.workspace_mb,
     'limits.output_bytes': req.output_bytes,
     idle_timeout_s: body.idle_timeout_s,
+    hibernated_ttl_s: body.hibernated_ttl_s,
   })
   const memory = req.memory_mb ?? Math.min(c.SANDBOX_MEMORY_MB, tl.max_memory_mb)
   // tmpfs pages count against the memory limit: a full disk should be ENOSPC, not an OOM kill.
@@ -38,7 +43,12 @@ export function resolveSessionLimits(c: Config, tenant: string, body: CreateSess
     workspace_mb: req.workspace_mb ?? Math.max(1, Math.min(c.SANDBOX_WORKSPACE_MB, tl.max_workspace_mb, Math.floor(memory / 2))),
     output_bytes: req.output_bytes ?? Math.min(c.MAX_STREAM_BYTES, tl.max_output_bytes),
   }
-  return { limits, idle: body.idle_timeout_s ?? Math.min(c.IDLE_TIMEOUT_S, tl.max_idle_timeout_s), maxSessions: tl.max_sessions }
+  return {
+    limits,
+    idle: body.idle_timeout_s ?? Math.min(c.IDLE_TIMEOUT_S, tl.max_idle_timeout_s),
+    maxSessions: tl.max_sessions,
+    hibernatedTtl: body.hibernated_ttl_s ?? Math.min(c.HIBERNATED_TTL_S, tl.max_hibernated_ttl_s),
+  }
 }
 
 /** What a sandbox is started with, from the config and a session's resolved limits. */

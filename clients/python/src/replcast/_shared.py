@@ -38,6 +38,13 @@ ROUTES: Dict[str, Tuple[str, str]] = {
     "delete_session": ("DELETE", "/v1/sessions/{id}"),
     "interrupt": ("POST", "/v1/sessions/{id}/interrupt"),
     "restart": ("POST", "/v1/sessions/{id}/restart"),
+    "hibernate": ("POST", "/v1/sessions/{id}/hibernate"),
+    "wake": ("POST", "/v1/sessions/{id}/wake"),
+    "create_snapshot": ("POST", "/v1/sessions/{id}/snapshots"),
+    "fork": ("POST", "/v1/sessions/{id}/fork"),
+    "list_snapshots": ("GET", "/v1/snapshots"),
+    "get_snapshot": ("GET", "/v1/snapshots/{id}"),
+    "delete_snapshot": ("DELETE", "/v1/snapshots/{id}"),
     "execute": ("POST", "/v1/sessions/{id}/executions"),
     "get_execution": ("GET", "/v1/sessions/{id}/executions/{eid}"),
     "events": ("GET", "/v1/sessions/{id}/executions/{eid}/events"),
@@ -180,6 +187,16 @@ def stdin_request(data: StdinData, eof: bool) -> Tuple[bytes, Dict[str, str], Op
     """The body, headers and query of POST .../stdin: the raw bytes (text as UTF-8), `?eof=true` to close it after them."""
     body = data.encode("utf-8") if isinstance(data, str) else bytes(data)
     return body, {"content-type": "application/octet-stream"}, {"eof": "true"} if eof else None
+
+
+def fork_body(count: int, idle_timeout_s: Optional[int], metadata: Optional[Mapping[str, str]]) -> types.ForkRequest:
+    """The body of POST .../fork: the arguments given, nothing for the ones left None."""
+    body: types.ForkRequest = {"count": count}
+    if idle_timeout_s is not None:
+        body["idle_timeout_s"] = idle_timeout_s
+    if metadata:
+        body["metadata"] = dict(metadata)
+    return body
 
 
 def session_body(

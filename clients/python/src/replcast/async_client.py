@@ -36,6 +36,7 @@ class AsyncClient:
         self._max_reconnects = max_reconnects
         self._reconnect_delay_s = reconnect_delay_s
         self.sessions = AsyncSessions(self)
+        self.snapshots = AsyncSnapshots(self)
 
     async def request(
         self,
@@ -138,9 +139,18 @@ class AsyncSessions:
         *,
         limits: Optional[Mapping[str, Any]] = None,
         env: Optional[Mapping[str, str]] = None,
+        idle_action: Optional[types.IdleAction] = None,
+        hibernated_ttl_s: Optional[int] = None,
+        snapshot_id: Optional[str] = None,
     ) -> AsyncSession:
         """A new session. `async with await client.sessions.create() as s:` deletes it at the end."""
-        extra: Dict[str, Any] = {"limits": dict(limits) if limits else None, "env": dict(env) if env else None}
+        extra: Dict[str, Any] = {
+            "limits": dict(limits) if limits else None,
+            "env": dict(env) if env else None,
+            "idle_action": idle_action,
+            "hibernated_ttl_s": hibernated_ttl_s,
+            "snapshot_id": snapshot_id,
+        }
         body = session_body(idle_timeout_s, runtime, template, metadata, extra)
         return AsyncSession(self._client, cast(types.Session, (await self._client.request("create_session", json=body)).json()))
 
@@ -158,3 +168,28 @@ class AsyncSessions:
             cursor = page["next_cursor"]
             if not cursor:
                 return out
+
+
+class AsyncSnapshots:
+    """client.snapshots of the AsyncClient."""
+
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+
+    async def get(self, id: str) -> types.Snapshot:
+        return cast(types.Snapshot, (await self._client.request("get_snapshot", id=id)).json())
+
+    async def list(self) -> List[types.Snapshot]:
+        """Every snapshot of the key's tenant, all pages read."""
+        out: List[types.Snapshot] = []
+        cursor: Optional[str] = None
+        while True:
+            params = {"limit": "200", **({"cursor": cursor} if cursor else {})}
+            page = cast(types.SnapshotList, (await self._client.request("list_snapshots", params=params)).json())
+            out.extend(page["snapshots"])
+            cursor = page["next_cursor"]
+            if not cursor:
+                return out
+
+    async def delete(self, id: str) -> None:
+        await self._client.request("delete_snapshot", id=id)

@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 from types import TracebackType
-from typing import TYPE_CHECKING, Optional, Tuple, Type, cast
+from typing import TYPE_CHECKING, List, Mapping, Optional, Tuple, Type, cast
 
 import httpx
 
 from . import types
 from ._follow import Follower
-from ._shared import Language, execute_body, execution_id_from
+from ._shared import Language, execute_body, execution_id_from, fork_body
 from .async_files import AsyncFiles
 from .async_processes import AsyncProcesses
 from .async_stream import AsyncEventStream, AsyncOpenEvents
@@ -89,6 +89,27 @@ class AsyncSession:
     async def restart(self) -> AsyncSession:
         self.data = cast(types.Session, (await self._client.request("restart", id=self.id)).json())
         return self
+
+    async def hibernate(self) -> AsyncSession:
+        """Session.hibernate(), awaited: the state to disk, no memory held, woken by any later call."""
+        self.data = cast(types.Session, (await self._client.request("hibernate", id=self.id)).json())
+        return self
+
+    async def wake(self) -> AsyncSession:
+        """Session.wake(), awaited."""
+        self.data = cast(types.Session, (await self._client.request("wake", id=self.id)).json())
+        return self
+
+    async def snapshot(self, name: Optional[str] = None) -> types.Snapshot:
+        """Session.snapshot(), awaited."""
+        body = {"name": name} if name is not None else {}
+        return cast(types.Snapshot, (await self._client.request("create_snapshot", id=self.id, json=body)).json())
+
+    async def fork(self, count: int = 1, *, idle_timeout_s: Optional[int] = None, metadata: Optional[Mapping[str, str]] = None) -> List[AsyncSession]:
+        """Session.fork(), awaited."""
+        body = fork_body(count, idle_timeout_s, metadata)
+        data = cast(types.ForkResult, (await self._client.request("fork", id=self.id, json=body)).json())
+        return [AsyncSession(self._client, s) for s in data["sessions"]]
 
     async def delete(self) -> None:
         await self._client.request("delete_session", id=self.id)

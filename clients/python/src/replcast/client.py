@@ -42,6 +42,7 @@ class Client:
         self._max_reconnects = max_reconnects
         self._reconnect_delay_s = reconnect_delay_s
         self.sessions = Sessions(self)
+        self.snapshots = Snapshots(self)
 
     def request(
         self,
@@ -147,9 +148,20 @@ class Sessions:
         *,
         limits: Optional[Mapping[str, Any]] = None,
         env: Optional[Mapping[str, str]] = None,
+        idle_action: Optional[types.IdleAction] = None,
+        hibernated_ttl_s: Optional[int] = None,
+        snapshot_id: Optional[str] = None,
     ) -> Session:
-        """A new session: its own sandbox and Python REPL. `with client.sessions.create() as s:` deletes it at the end."""
-        extra: Dict[str, Any] = {"limits": dict(limits) if limits else None, "env": dict(env) if env else None}
+        """A new session: its own sandbox and Python REPL. `with client.sessions.create() as s:` deletes it at the end.
+        `idle_action="hibernate"` (a runsc session): at its idle deadline it is hibernated instead of deleted,
+        and kept so for `hibernated_ttl_s` seconds (the server's default when None)."""
+        extra: Dict[str, Any] = {
+            "limits": dict(limits) if limits else None,
+            "env": dict(env) if env else None,
+            "idle_action": idle_action,
+            "hibernated_ttl_s": hibernated_ttl_s,
+            "snapshot_id": snapshot_id,
+        }
         body = session_body(idle_timeout_s, runtime, template, metadata, extra)
         return Session(self._client, cast(types.Session, self._client.request("create_session", json=body).json()))
 
@@ -167,3 +179,29 @@ class Sessions:
             cursor = page["next_cursor"]
             if not cursor:
                 return out
+
+
+class Snapshots:
+    """client.snapshots: the tenant's snapshots (session.snapshot() takes one; sessions.create(snapshot_id=...) starts from one)."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def get(self, id: str) -> types.Snapshot:
+        return cast(types.Snapshot, self._client.request("get_snapshot", id=id).json())
+
+    def list(self) -> List[types.Snapshot]:
+        """Every snapshot of the key's tenant, all pages read."""
+        out: List[types.Snapshot] = []
+        cursor: Optional[str] = None
+        while True:
+            params = {"limit": "200", **({"cursor": cursor} if cursor else {})}
+            page = cast(types.SnapshotList, self._client.request("list_snapshots", params=params).json())
+            out.extend(page["snapshots"])
+            cursor = page["next_cursor"]
+            if not cursor:
+                return out
+
+    def delete(self, id: str) -> None:
+        """Deletes the snapshot and its files; sessions started from it keep running."""
+        self._client.request("delete_snapshot", id=id)

@@ -23,6 +23,7 @@ ERROR_CODES: Tuple[str, ...] = (
     "permission_denied",
     "not_found",
     "session_not_found",
+    "snapshot_not_found",
     "execution_not_found",
     "file_not_found",
     "process_not_found",
@@ -35,6 +36,9 @@ ERROR_CODES: Tuple[str, ...] = (
     "process_exited",
     "stdin_closed",
     "stdin_full",
+    "session_busy",
+    "not_supported",
+    "snapshot_refused",
     "too_many_terminals",
     "payload_too_large",
     "file_too_large",
@@ -52,6 +56,7 @@ ERROR_CODES: Tuple[str, ...] = (
     "unavailable",
     "capacity",
     "session_moving",
+    "checkpoint_space",
 )
 """The server's problem codes (src/errors.ts in the replcast repository; tests/test_drift.py keeps the two equal)."""
 
@@ -120,6 +125,10 @@ class ProcessNotFoundError(NotFoundError):
     """process_not_found: no such background process in the session (or deleted: its record goes with it)."""
 
 
+class SnapshotNotFoundError(NotFoundError):
+    """snapshot_not_found: no such snapshot (deleted, expired, or another tenant's)."""
+
+
 class ConflictError(ReplcastError):
     """409: the session's state forbids it now."""
 
@@ -150,6 +159,18 @@ class StdinClosedError(ConflictError):
 
 class StdinFullError(ConflictError):
     """stdin_full: the process has not read the stdin sent to it before; try again after `retry_after`."""
+
+
+class SessionBusyError(ConflictError):
+    """session_busy: the session is running code, so it cannot hibernate now (its execution goes on)."""
+
+
+class NotSupportedError(ConflictError):
+    """not_supported: the session's runtime cannot do this (hibernating a runc session); the detail says why."""
+
+
+class SnapshotRefusedError(ConflictError):
+    """snapshot_refused: the snapshot's files failed their checksum, so it was not restored."""
 
 
 class TooManyTerminalsError(ConflictError):
@@ -188,6 +209,10 @@ class SandboxFailedError(ServerError):
     """sandbox_failed, template_unusable: a sandbox could not be started or reached."""
 
 
+class CheckpointSpaceError(ServerError):
+    """checkpoint_space (507): no disk space for a hibernation's checkpoint; the session runs on as it was."""
+
+
 class UnavailableError(ServerError):
     """unavailable, capacity, session_moving, llm_not_configured: not now, or not here."""
 
@@ -212,6 +237,8 @@ _BY_CODE: Dict[str, Type[ReplcastError]] = {
     "invalid_cwd": InvalidCwdError,
     "upgrade_required": UpgradeRequiredError,
     "process_not_found": ProcessNotFoundError,
+    "snapshot_not_found": SnapshotNotFoundError,
+    "snapshot_refused": SnapshotRefusedError,
     "session_dead": SessionDeadError,
     "queue_full": QueueFullError,
     "nothing_running": NothingRunningError,
@@ -220,6 +247,8 @@ _BY_CODE: Dict[str, Type[ReplcastError]] = {
     "stdin_closed": StdinClosedError,
     "stdin_full": StdinFullError,
     "too_many_terminals": TooManyTerminalsError,
+    "session_busy": SessionBusyError,
+    "not_supported": NotSupportedError,
     "workspace_full": WorkspaceFullError,
     "file_too_large": FileTooLargeError,
     "quota_exceeded": QuotaExceededError,
@@ -230,6 +259,7 @@ _BY_CODE: Dict[str, Type[ReplcastError]] = {
     "capacity": UnavailableError,
     "session_moving": UnavailableError,
     "llm_not_configured": UnavailableError,
+    "checkpoint_space": CheckpointSpaceError,
 }
 
 _BY_STATUS: Dict[int, Type[ReplcastError]] = {

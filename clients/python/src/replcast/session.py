@@ -5,12 +5,12 @@ session.processes runs programs in the background beside them.
 from __future__ import annotations
 
 from types import TracebackType
-from typing import TYPE_CHECKING, Optional, Type, cast
+from typing import TYPE_CHECKING, List, Mapping, Optional, Type, cast
 
 import httpx
 
 from . import types
-from ._shared import Language, execute_body, execution_id_from
+from ._shared import Language, execute_body, execution_id_from, fork_body
 from .errors import NotFoundError
 from .events import Execution
 from .files import Files
@@ -24,7 +24,7 @@ SSE = {"accept": "text/event-stream"}
 
 
 class Session:
-    """`id`, `status` (starting, ready, busy or dead, as last read: refresh() reads it again) and `data`,
+    """`id`, `status` (starting, ready, busy, hibernated or dead, as last read: refresh() reads it again) and `data`,
     the whole Session record (created_at, expires_at, limits, metadata, ...). `with` deletes it at the end."""
 
     def __init__(self, client: Client, data: types.Session) -> None:
@@ -89,6 +89,34 @@ class Session:
         """A fresh interpreter and workspace, same id; also revives a dead session."""
         self.data = cast(types.Session, self._client.request("restart", id=self.id).json())
         return self
+
+    def hibernate(self) -> Session:
+        """Puts a runsc session to sleep: its state (variables, modules, workspace files, cwd, environment)
+        to disk and its sandbox away, so it holds no memory; `status` becomes "hibernated". Any later
+        call (run, files, processes) wakes it with that state; wake() does it ahead of time. Hibernating
+        a hibernated session changes nothing. SessionBusyError while code runs, NotSupportedError for a
+        runc session, CheckpointSpaceError when the disk has no room (the session then runs on)."""
+        self.data = cast(types.Session, self._client.request("hibernate", id=self.id).json())
+        return self
+
+    def wake(self) -> Session:
+        """Wakes a hibernated session now, its state as it was (a live session is left as it is)."""
+        self.data = cast(types.Session, self._client.request("wake", id=self.id).json())
+        return self
+
+    def snapshot(self, name: Optional[str] = None) -> types.Snapshot:
+        """Copies the session's state (memory, workspace files, processes) into a snapshot kept on the
+        server; the session runs on after a short pause. client.sessions.create(snapshot_id=...) starts
+        sessions from it. NotSupportedError for a runc session, SessionBusyError while code runs."""
+        body = {"name": name} if name is not None else {}
+        return cast(types.Snapshot, self._client.request("create_snapshot", id=self.id, json=body).json())
+
+    def fork(self, count: int = 1, *, idle_timeout_s: Optional[int] = None, metadata: Optional[Mapping[str, str]] = None) -> List[Session]:
+        """`count` (1-16) new sessions, each with this session's state now, independent afterwards; this
+        one runs on. All or nothing: when one copy cannot be made, none is left."""
+        body = fork_body(count, idle_timeout_s, metadata)
+        data = cast(types.ForkResult, self._client.request("fork", id=self.id, json=body).json())
+        return [Session(self._client, s) for s in data["sessions"]]
 
     def delete(self) -> None:
         """Deletes the session and its sandbox."""

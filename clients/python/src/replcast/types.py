@@ -11,6 +11,10 @@ Runtime = Literal['runc', 'runsc']
 """Container runtime: runc (default Docker) or runsc (gVisor, stronger isolation)"""
 
 
+IdleAction = Literal['delete', 'hibernate']
+"""At the idle deadline: delete the session, or hibernate it (runsc sessions; its state is kept on disk until hibernated_ttl_s passes)"""
+
+
 class Limits(TypedDict):
     memory_mb: int
     """Memory limit in MiB (no swap)"""
@@ -40,6 +44,9 @@ class CreateSessionRequestLimits(TypedDict, total=False):
 class CreateSessionRequest(TypedDict, total=False):
     idle_timeout_s: int
     """Idle seconds before the session is reaped"""
+    idle_action: IdleAction
+    hibernated_ttl_s: int
+    """Seconds a hibernated session is kept before it is deleted with its checkpoint"""
     runtime: Runtime
     limits: CreateSessionRequestLimits
     env: Dict[str, str]
@@ -48,17 +55,24 @@ class CreateSessionRequest(TypedDict, total=False):
     """Free-form string labels kept with the session"""
     template: str
     """Sandbox template (GET /v1/templates lists them); default \"default\""""
+    snapshot_id: str
+    """Start from this snapshot: the new session's state is the snapshot's (its runtime, template, limits and env are the snapshot's, so those fields may
+    not be given with it)
+    """
 
 
 class _SessionRequired(TypedDict):
     id: str
     """Session id"""
-    status: Literal['starting', 'ready', 'busy', 'dead']
+    status: Literal['starting', 'ready', 'busy', 'hibernated', 'dead']
     created_at: str
     last_active_at: str
     expires_at: str
-    """When the session is reaped unless used again"""
+    """When the session is reaped (or hibernated, with idle_action \"hibernate\") unless used again; for a hibernated session, when it is deleted"""
     idle_timeout_s: int
+    idle_action: IdleAction
+    hibernated_ttl_s: int
+    """Seconds it stays hibernated before it is deleted with its checkpoint"""
     runtime: Runtime
     limits: Limits
     metadata: Dict[str, str]
@@ -70,6 +84,8 @@ class _SessionRequired(TypedDict):
 
 
 class Session(_SessionRequired, total=False):
+    hibernated_at: str
+    """When it was hibernated (only while it is)"""
     status_detail: str
     """Why a dead session is dead, when there is more to say than that its sandbox stopped"""
 
@@ -78,6 +94,46 @@ class SessionList(TypedDict):
     sessions: List[Session]
     next_cursor: Optional[str]
     """Pass as ?cursor= for the next page; null at the end"""
+
+
+class CreateSnapshotRequest(TypedDict, total=False):
+    name: str
+    """A label of your own"""
+
+
+class Snapshot(TypedDict):
+    id: str
+    """Snapshot id"""
+    session_id: str
+    """The session it was taken from (which may be gone since)"""
+    name: str
+    created_at: str
+    expires_at: str
+    """When it is deleted with its checkpoint unless deleted before"""
+    bytes: int
+    """Bytes of its checkpoint on disk (counted in max_snapshot_bytes)"""
+    runtime: Runtime
+    template: str
+    """The sandbox template of the session it was taken from"""
+
+
+class SnapshotList(TypedDict):
+    snapshots: List[Snapshot]
+    next_cursor: Optional[str]
+    """Pass as ?cursor= for the next page; null at the end"""
+
+
+class ForkRequest(TypedDict, total=False):
+    count: int
+    """How many copies (default 1)"""
+    idle_timeout_s: int
+    """Each copy's idle seconds before it is reaped (default: the parent's)"""
+    metadata: Dict[str, str]
+    """Free-form string labels kept with the session"""
+
+
+class ForkResult(TypedDict):
+    sessions: List[Session]
 
 
 class _ExecuteRequestRequired(TypedDict):
@@ -349,6 +405,7 @@ OPERATIONS: FrozenSet[Tuple[str, str]] = frozenset({
     ('DELETE', '/v1/sessions/{id}'),
     ('DELETE', '/v1/sessions/{id}/files/{path}'),
     ('DELETE', '/v1/sessions/{id}/processes/{pid}'),
+    ('DELETE', '/v1/snapshots/{id}'),
     ('GET', '/'),
     ('GET', '/healthz'),
     ('GET', '/metrics'),
@@ -365,11 +422,15 @@ OPERATIONS: FrozenSet[Tuple[str, str]] = frozenset({
     ('GET', '/v1/sessions/{id}/processes/{pid}'),
     ('GET', '/v1/sessions/{id}/processes/{pid}/output'),
     ('GET', '/v1/sessions/{id}/pty'),
+    ('GET', '/v1/snapshots'),
+    ('GET', '/v1/snapshots/{id}'),
     ('GET', '/v1/templates'),
     ('POST', '/v1/execute'),
     ('POST', '/v1/sessions'),
     ('POST', '/v1/sessions/{id}/executions'),
     ('POST', '/v1/sessions/{id}/executions/{eid}/events-token'),
+    ('POST', '/v1/sessions/{id}/fork'),
+    ('POST', '/v1/sessions/{id}/hibernate'),
     ('POST', '/v1/sessions/{id}/interrupt'),
     ('POST', '/v1/sessions/{id}/messages'),
     ('POST', '/v1/sessions/{id}/processes'),
@@ -377,6 +438,8 @@ OPERATIONS: FrozenSet[Tuple[str, str]] = frozenset({
     ('POST', '/v1/sessions/{id}/processes/{pid}/stdin'),
     ('POST', '/v1/sessions/{id}/pty-token'),
     ('POST', '/v1/sessions/{id}/restart'),
+    ('POST', '/v1/sessions/{id}/snapshots'),
+    ('POST', '/v1/sessions/{id}/wake'),
     ('PUT', '/v1/sessions/{id}/files/{path}'),
 })
 """Every (method, path) the API has."""

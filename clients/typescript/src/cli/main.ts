@@ -7,6 +7,8 @@ import { ReplcastClient } from '../client.ts'
 import { ReplcastError } from '../errors.ts'
 import { EXIT, UsageError, type Command, type Context } from './common.ts'
 import { filesCommand } from './files.ts'
+import { hibernateCommand, wakeCommand } from './hibernate.ts'
+import { forkCommand, snapshotCommand } from './snapshots.ts'
 import { replCommand } from './repl.ts'
 import { runCommand } from './run.ts'
 import { sessionsCommand } from './sessions.ts'
@@ -23,6 +25,10 @@ const COMMANDS: Record<string, Command> = {
   ps: psCommand,
   logs: logsCommand,
   kill: killCommand,
+  hibernate: hibernateCommand,
+  wake: wakeCommand,
+  snapshot: snapshotCommand,
+  fork: forkCommand,
 }
 
 const GLOBAL: ParseArgsOptionsConfig = {

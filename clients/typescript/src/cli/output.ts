@@ -144,3 +144,16 @@ export class EventPrinter {
     this.io.err.write(text)
   }
 }
+
+export function table(rows: string[][]): string {
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)))
+  return rows
+    .map(
+      (r) =>
+        `${r
+          .map((c, i) => c.padEnd(widths[i]!))
+          .join('  ')
+          .trimEnd()}\n`,
+    )
+    .join('')
+}

@@ -4,7 +4,7 @@
 import type { Process, ProcessSignal, ReplcastClient } from '../client.ts'
 import { NotFoundError } from '../errors.ts'
 import { EXIT, onInterrupt, UsageError, type Command } from './common.ts'
-import { EventPrinter, Progress } from './output.ts'
+import { EventPrinter, Progress, table } from './output.ts'
 
 /** Without -f, `logs` prints what the process has written and stops once nothing more came for this long. */
 const LOGS_QUIET_MS = 300
@@ -23,19 +23,6 @@ async function locate(client: ReplcastClient, args: string[]): Promise<{ sid: st
     }
   }
   throw new UsageError(`no process ${pid} in any of your sessions`)
-}
-
-function table(rows: string[][]): string {
-  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)))
-  return rows
-    .map(
-      (r) =>
-        `${r
-          .map((c, i) => c.padEnd(widths[i]!))
-          .join('  ')
-          .trimEnd()}\n`,
-    )
-    .join('')
 }
 
 export const startCommand: Command = {
