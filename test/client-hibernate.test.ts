@@ -7,8 +7,6 @@ import { API_KEY, OTHER_KEY } from './helpers/app.js'
 import { runCli } from './helpers/cli.js'
 import { startHibernationApp } from './helpers/hibernation.js'
 
-const cli = runCli
-
 const stdout = (ex: Execution) =>
   ex.events
     .filter((e) => e.type === 'stdout')
@@ -66,37 +64,37 @@ t.test('hibernation from the client and the CLI', async (t) => {
 
   t.test('CLI: replcast hibernate, sessions ls, wake, run wakes it', async (t) => {
     const sid = (await client.createSession({ runtime: 'runsc' })).id
-    t.equal((await cli(h.url, ['run', '--session', sid, '-c', "y = 'seven'\nprint('set')"])).out, 'set\n')
+    t.equal((await runCli(h.url, ['run', '--session', sid, '-c', "y = 'seven'\nprint('set')"])).out, 'set\n')
 
-    const slept = await cli(h.url, ['hibernate', sid])
+    const slept = await runCli(h.url, ['hibernate', sid])
     t.equal(slept.code, 0, slept.err)
     t.match(slept.out, new RegExp(`^hibernated ${sid} \\(at \\d{4}-`))
-    t.match((await cli(h.url, ['sessions', 'ls'])).out, new RegExp(`${sid}\\s+hibernated\\s+runsc`), 'sessions ls shows it hibernated')
+    t.match((await runCli(h.url, ['sessions', 'ls'])).out, new RegExp(`${sid}\\s+hibernated\\s+runsc`), 'sessions ls shows it hibernated')
 
-    const woke = await cli(h.url, ['wake', sid])
+    const woke = await runCli(h.url, ['wake', sid])
     t.equal(woke.code, 0, woke.err)
     t.equal(woke.out, `ready ${sid}\n`)
-    t.equal((await cli(h.url, ['run', '--session', sid, '-c', 'print(y)'])).out, 'seven\n', 'the variable is kept across hibernate and wake')
+    t.equal((await runCli(h.url, ['run', '--session', sid, '-c', 'print(y)'])).out, 'seven\n', 'the variable is kept across hibernate and wake')
 
-    const json = await cli(h.url, ['hibernate', sid, '--json'])
+    const json = await runCli(h.url, ['hibernate', sid, '--json'])
     t.match(JSON.parse(json.out), [{ id: sid, status: 'hibernated' }], '--json prints the sessions')
-    const ran = await cli(h.url, ['run', '--session', sid, '-c', "print(y + ' again')"])
+    const ran = await runCli(h.url, ['run', '--session', sid, '-c', "print(y + ' again')"])
     t.equal(ran.code, 0, ran.err)
     t.equal(ran.out, 'seven again\n', 'run wakes it, state kept')
   })
 
   t.test('CLI: refusals and usage', async (t) => {
     const runc = (await client.createSession({ runtime: 'runc' })).id
-    const refused = await cli(h.url, ['hibernate', runc])
+    const refused = await runCli(h.url, ['hibernate', runc])
     t.equal(refused.code, 3, 'an API error exits 3')
     t.match(refused.err, new RegExp(`^replcast: ${runc}: not_supported: `))
-    const missing = await cli(h.url, ['wake', 'ses_00000000000000000000'])
+    const missing = await runCli(h.url, ['wake', 'ses_00000000000000000000'])
     t.equal(missing.code, 3)
     t.match(missing.err, /session_not_found/)
-    const usage = await cli(h.url, ['hibernate'])
+    const usage = await runCli(h.url, ['hibernate'])
     t.equal(usage.code, 2)
     t.match(usage.err, /name the sessions/)
-    const help = await cli(h.url, ['--help'])
+    const help = await runCli(h.url, ['--help'])
     t.match(help.out, /\n {2}hibernate +put sessions to sleep/)
     t.match(help.out, /\n {2}wake +wake hibernated sessions/)
   })

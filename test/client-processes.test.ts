@@ -7,8 +7,6 @@ import { API_KEY, startApp } from './helpers/app.js'
 import { runCli } from './helpers/cli.js'
 import { createSession } from './helpers/client.js'
 
-const cli = runCli
-
 const textOf = (events: ExecutionEvent[], type = 'stdout') =>
   events
     .filter((e) => e.type === type)
@@ -58,38 +56,38 @@ t.test('the client and the CLI drive background processes', async (t) => {
   })
 
   t.test('CLI: start, ps, logs and logs -f by process id alone, kill, kill --rm', async (t) => {
-    const started = await cli(h.url, ['start', sid, 'echo first; read -t 30 x; echo "then $x"; exit 7'])
+    const started = await runCli(h.url, ['start', sid, 'echo first; read -t 30 x; echo "then $x"; exit 7'])
     t.equal(started.code, 0, started.err)
     const pid = started.out.trim()
     t.match(pid, /^prc_\w{20}$/, 'start prints the process id')
-    const ps = await cli(h.url, ['ps'])
+    const ps = await runCli(h.url, ['ps'])
     t.equal(ps.code, 0, ps.err)
     t.match(ps.out, /^ID\s+SESSION\s+STATUS\s+STARTED\s+COMMAND\n/)
     t.match(ps.out, new RegExp(`${pid}\\s+${sid}\\s+running\\s+\\S+\\s+echo first`))
-    const json = JSON.parse((await cli(h.url, ['ps', sid, '--json'])).out)
+    const json = JSON.parse((await runCli(h.url, ['ps', sid, '--json'])).out)
     t.ok(json.some((p: { id: string }) => p.id === pid))
-    const sofar = await cli(h.url, ['logs', pid])
+    const sofar = await runCli(h.url, ['logs', pid])
     t.equal(sofar.code, 0)
     t.equal(sofar.out, 'first\n', 'logs: what it printed so far, then it returns')
-    const following = cli(h.url, ['logs', '-f', sid, pid])
+    const following = runCli(h.url, ['logs', '-f', sid, pid])
     await client.writeStdin(sid, pid, 'more\n')
     const followed = await following
     t.equal(followed.out, 'first\nthen more\n')
     t.equal(followed.code, 7, "logs -f exits with the process's exit code")
 
-    const sleeper = (await cli(h.url, ['start', sid, "trap 'echo bye; exit 0' TERM; while :; do sleep 0.1; done"])).out.trim()
-    const killed = await cli(h.url, ['kill', sleeper])
+    const sleeper = (await runCli(h.url, ['start', sid, "trap 'echo bye; exit 0' TERM; while :; do sleep 0.1; done"])).out.trim()
+    const killed = await runCli(h.url, ['kill', sleeper])
     t.equal(killed.code, 0, killed.err)
     t.equal(killed.out, `sent TERM to ${sleeper}\n`)
-    const after = await cli(h.url, ['logs', '-f', sleeper])
+    const after = await runCli(h.url, ['logs', '-f', sleeper])
     t.equal(after.out, 'bye\n')
     t.equal(after.code, 0)
-    const removed = await cli(h.url, ['kill', '--rm', sid, sleeper])
+    const removed = await runCli(h.url, ['kill', '--rm', sid, sleeper])
     t.equal(removed.out, `removed ${sleeper}\n`)
-    const unknown = await cli(h.url, ['logs', sleeper])
+    const unknown = await runCli(h.url, ['logs', sleeper])
     t.equal(unknown.code, 2)
     t.match(unknown.err, /no process prc_\w+ in any of your sessions/)
-    const bad = await cli(h.url, ['kill', '-s', 'BOGUS', pid])
+    const bad = await runCli(h.url, ['kill', '-s', 'BOGUS', pid])
     t.equal(bad.code, 3, 'a signal the API does not know: an API error')
     t.match(bad.err, /validation_failed/)
   })

@@ -8,8 +8,6 @@ import { runCli } from './helpers/cli.js'
 import { startHibernationApp } from './helpers/hibernation.js'
 import { callTool, connectMcp, textOf } from './helpers/mcp.js'
 
-const cli = runCli
-
 const stdout = (ex: Execution) =>
   ex.events
     .filter((e) => e.type === 'stdout')
@@ -51,23 +49,23 @@ t.test('snapshots and fork from the client, the CLI and MCP', async (t) => {
 
   t.test('CLI: replcast snapshot, snapshot ls, snapshot restore, fork -n, snapshot rm', async (t) => {
     const sid = (await client.createSession({ runtime: 'runsc' })).id
-    await cli(h.url, ['run', '--session', sid, '-c', 'w = 7'])
-    const taken = await cli(h.url, ['snapshot', sid, '--name', 'cli'])
+    await runCli(h.url, ['run', '--session', sid, '-c', 'w = 7'])
+    const taken = await runCli(h.url, ['snapshot', sid, '--name', 'cli'])
     t.equal(taken.code, 0, taken.err)
     const snapId = taken.out.trim()
     t.match(snapId, /^snp_\w{20}$/, 'prints the snapshot id')
-    t.match((await cli(h.url, ['snapshot', 'ls'])).out, new RegExp(`${snapId}\\s+${sid}\\s+cli\\s+\\d+`))
-    const restored = await cli(h.url, ['snapshot', 'restore', snapId])
+    t.match((await runCli(h.url, ['snapshot', 'ls'])).out, new RegExp(`${snapId}\\s+${sid}\\s+cli\\s+\\d+`))
+    const restored = await runCli(h.url, ['snapshot', 'restore', snapId])
     t.equal(restored.code, 0, restored.err)
-    t.equal((await cli(h.url, ['run', '--session', restored.out.trim(), '-c', 'print(w * 6)'])).out, '42\n', 'the restored session has the state')
-    const forked = await cli(h.url, ['fork', sid, '-n', '2'])
+    t.equal((await runCli(h.url, ['run', '--session', restored.out.trim(), '-c', 'print(w * 6)'])).out, '42\n', 'the restored session has the state')
+    const forked = await runCli(h.url, ['fork', sid, '-n', '2'])
     t.equal(forked.code, 0, forked.err)
     const ids = forked.out.trim().split('\n')
     t.equal(ids.length, 2)
-    for (const id of ids) t.equal((await cli(h.url, ['run', '--session', id, '-c', 'print(w)'])).out, '7\n', `fork ${id} has the state`)
-    t.equal((await cli(h.url, ['fork', sid, '-n', '17'])).code, 2, 'a count above 16 is a usage error')
-    t.equal((await cli(h.url, ['snapshot', 'rm', snapId])).out, `deleted ${snapId}\n`)
-    const again = await cli(h.url, ['snapshot', 'rm', snapId])
+    for (const id of ids) t.equal((await runCli(h.url, ['run', '--session', id, '-c', 'print(w)'])).out, '7\n', `fork ${id} has the state`)
+    t.equal((await runCli(h.url, ['fork', sid, '-n', '17'])).code, 2, 'a count above 16 is a usage error')
+    t.equal((await runCli(h.url, ['snapshot', 'rm', snapId])).out, `deleted ${snapId}\n`)
+    const again = await runCli(h.url, ['snapshot', 'rm', snapId])
     t.equal(again.code, 3)
     t.match(again.err, /snapshot_not_found/)
   })

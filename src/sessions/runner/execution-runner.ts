@@ -5,7 +5,7 @@ import type { Logger } from 'pino'
 import type { Config } from '../../config.js'
 import { AppError } from '../../errors.js'
 import type { DoneStatusT } from '../../schemas.js'
-import type { SandboxDriver } from '../../sandbox/driver.js'
+import type { SandboxDriver, SandboxExit } from '../../sandbox/driver.js'
 import type { ReplFrame } from '../../repl/protocol.js'
 import type { EventFeed } from '../../store/event-feed.js'
 import type { Appended } from '../../store/event-bytes.js'
@@ -14,6 +14,7 @@ import type { ExecutionStore } from '../../store/execution-store.js'
 import type { QuotaStore } from '../../store/quota-store.js'
 import type { ExecutionRecord } from '../../store/records.js'
 import { busyDeadline, countOf, frameToEvent, newPendingExecution, ownsLog, queuedRecord, unrefTimer, type PendingExecution } from './execution.js'
+import { sandboxGoneError, sandboxKilledError } from './sandbox-errors.js'
 import { ExecutionLog } from './execution-log.js'
 import { executionFrames, framesToReplay, LiveOverlap } from './log-replay.js'
 import { SlotHolds } from './slot-hold.js'
@@ -45,12 +46,6 @@ export interface RunnerDeps {
    * was paused, or looked gone): that one relays the sandbox and ends the executions.
    */
   letGo?: (live: LiveSession, why: 'unrecorded' | 'unkillable' | 'lost') => void
-}
-
-/** Why a sandbox's executions end when it went away. */
-export interface SandboxExit {
-  oomKilled: boolean
-  exitCode: number | null
 }
 
 export class ExecutionRunner {
@@ -200,13 +195,8 @@ export class ExecutionRunner {
   /** The sandbox went away: every execution gets an error saying why, then its `done`. */
   async sandboxGone(live: LiveSession, exit: SandboxExit): Promise<void> {
     const status: DoneStatusT = exit.oomKilled ? 'oom' : 'killed'
-    const why = exit.oomKilled
-      ? { ename: 'SandboxOutOfMemory', evalue: 'the sandbox ran out of memory (limits.memory_mb) and was killed' }
-      : { ename: 'SandboxDied', evalue: `the sandbox stopped unexpectedly (exit code ${exit.exitCode ?? 'unknown'}); restart the session or create a new one` }
-    const killedByUs = {
-      ename: 'SandboxKilled',
-      evalue: `the code did not stop within ${this.config.INTERRUPT_GRACE_MS} ms of the interrupt, so the sandbox was killed; restart the session to continue`,
-    }
+    const why = sandboxGoneError(exit)
+    const killedByUs = sandboxKilledError(this.config.INTERRUPT_GRACE_MS)
     for (const ex of this.all(live)) {
       const e = ex.forcedStatus && live.work.running === ex ? killedByUs : why
       this.events.append(live, ex, { type: 'error', ...e, traceback: [] })

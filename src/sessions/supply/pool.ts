@@ -2,7 +2,7 @@
 // for the default template, runtime and limits, so a session that asks for exactly those starts
 // without waiting for Docker. A pooled sandbox has no tenant until it is taken, is handed out once,
 // and serves that one session only (it is removed with it). Refills are bounded: a few at a time,
-// backing off after failures (a broken image or a full host must not spin).
+// backing off after failures (refill-backoff.ts).
 import { randomBytes } from 'node:crypto'
 import type { Logger } from 'pino'
 import type { Config } from '../../config.js'
@@ -16,14 +16,10 @@ import type { CapacityPlace, HostCapacity } from './host-capacity.js'
 import type { Metrics } from '../../metrics.js'
 import { resolveSessionLimits, sandboxSpec } from './session-limits.js'
 import type { TemplateImages } from './template-images.js'
+import { RefillBackoff } from './refill-backoff.js'
 
 /** Sandboxes made at once: a burst of takes refills at a pace the engine (and two cores) can bear. */
 const MAX_CONCURRENT_CREATES = 2
-/** Backoff after the first failure, doubled after each further one. */
-const BACKOFF_BASE_MS = 1000
-/** After this many failures in a row refilling stops, and is tried again after RETRY_LATER_MS. */
-const GIVE_UP_AFTER = 6
-const RETRY_LATER_MS = 60_000
 /** How long a pooled sandbox may take to answer the liveness probe when it is taken. */
 const PROBE_TIMEOUT_MS = 1000
 /**
@@ -77,8 +73,7 @@ export class WarmPool {
   private readonly names = new Set<string>()
   /** Taken sandboxes still under their pool names: container id → the session they serve (see bind()). */
   private readonly unnamed = new Map<string, string>()
-  private failures = 0
-  private pausedUntil = 0
+  private readonly backoff: RefillBackoff
   /** Requests under way that took (or are about to take) a pooled sandbox, and since when refills wait for them. */
   private holds = 0
   private heldSince = 0
@@ -91,6 +86,7 @@ export class WarmPool {
     this.runtime = c.SANDBOX_RUNTIME
     // '*' resolves to the limits every tenant gets unless its own override lowers them.
     this.limits = resolveSessionLimits(c, '*', {}).limits
+    this.backoff = new RefillBackoff(deps.log)
   }
 
   /** Whether a session of this shape can take a pooled sandbox. */
@@ -223,7 +219,7 @@ export class WarmPool {
     const held = this.holds > 0 && this.heldSince > 0 ? this.heldSince + HOLD_MAX_MS - now : 0
     // Renames are Docker calls too: they wait for the same requests as a create, but not for a backoff.
     if (this.holds === 0 || (this.heldSince > 0 && held <= 0)) void this.nameTaken()
-    const wait = Math.max(this.pausedUntil - now, held)
+    const wait = Math.max(this.backoff.waitMs(now), held)
     if (wait > 0) {
       this.retryTimer ??= setTimeout(() => {
         this.retryTimer = null
@@ -276,7 +272,7 @@ export class WarmPool {
       if (this.closed || !e.alive) throw new Error(this.closed ? 'the pool closed' : 'the sandbox died as it started')
       e.state = 'ready'
       this.ready.push(e)
-      this.failures = 0
+      this.backoff.succeeded()
     } catch (err) {
       if (entry) await this.discard(entry)
       else this.names.delete(name)
@@ -302,16 +298,10 @@ export class WarmPool {
     this.refill()
   }
 
-  /** Counts a failure and backs off: 1 s, 2 s, 4 s ... then a pause of RETRY_LATER_MS. */
+  /** Counts a failure (refill-backoff.ts says how long refills then wait). */
   private failed(err: unknown): void {
-    this.failures++
     this.deps.metrics.poolCreateFailures.inc()
-    const delay = this.failures >= GIVE_UP_AFTER ? RETRY_LATER_MS : Math.min(BACKOFF_BASE_MS * 2 ** (this.failures - 1), RETRY_LATER_MS)
-    this.pausedUntil = Math.max(this.pausedUntil, Date.now() + delay)
-    const log = this.deps.log
-    if (this.failures >= GIVE_UP_AFTER)
-      log.error({ err, failures: this.failures, retryInMs: delay }, 'the warm pool cannot make sandboxes; refilling stopped for now')
-    else log.warn({ err, failures: this.failures, retryInMs: delay }, 'could not make a pooled sandbox; backing off')
+    this.backoff.failed(err)
   }
 
   /** Renames the taken sandboxes still under their pool names (see bind()); one that fails keeps its pool name, logged. */
