@@ -14,7 +14,7 @@ source scripts/setup.sh all || { echo "0 passed, 1 failed"; exit 1; }
 set +e
 
 pass=0 fail=0 skip=0 rc=0
-failed_checks=()
+failed_checks=() logs=()
 
 check() { # check NAME COMMAND...: one static check
   echo "== $1"
@@ -29,6 +29,7 @@ reporter=()
 tap_run() { # tap_run LOG TAP-ARGS...: one tap run, its counts added to the totals
   local log=$1 code summary n
   shift
+  logs+=("$log")
   npx tap "${reporter[@]}" "$@" 2>&1 | tee "$log"
   code=${PIPESTATUS[0]}
   summary=$(grep -E '^# \{ total: [0-9]+' "$log" | tail -1)
@@ -58,6 +59,15 @@ else
   tap_run "$REPLCAST_STATE/last-test.log" --exclude='test/unit/**'
 fi
 
+failures() { # failures LOG...: each failed test again, with tap's account of it, so that the end of the
+  # output (all some CI consoles keep) names what failed
+  awk '/^ *not ok /{ print; indent = match($0, /[^ ]/); block = 1; n = 0; next }
+       block && n < 40 { if (match($0, /[^ ]/) > indent || $0 ~ /^ *\.\.\.$/) { print; n++ } else block = 0 }' "$@"
+}
+if [ "$fail" -gt 0 ]; then
+  echo "== what failed"
+  [ ${#logs[@]} -eq 0 ] || failures "${logs[@]}"
+fi
 [ ${#failed_checks[@]} -eq 0 ] || echo "failed checks: ${failed_checks[*]}"
 echo "${pass} passed, ${fail} failed$([ "$skip" -gt 0 ] && echo ", ${skip} skipped")"
 exit "$rc"
