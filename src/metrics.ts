@@ -14,15 +14,29 @@ interface SnapshotUsageSource {
 /** How long a scrape waits for a source: /metrics answers while Redis or the disk is slow or away. */
 const SOURCE_WAIT_MS = 1000
 
-/** What `read` answers within SOURCE_WAIT_MS; undefined when it fails or is late (the gauge keeps its last value). */
-async function soon<T>(read: (() => Promise<T>) | null): Promise<T | undefined> {
-  if (!read) return undefined
+/**
+ * What `source.read` answers within SOURCE_WAIT_MS; undefined when it fails or is late (the gauge
+ * keeps its last value). Gauges that show one source share a read while it is in flight: a scrape
+ * collects every gauge at once, so it reads each source once.
+ */
+function sharedRead<T>(source: { read: (() => Promise<T>) | null }): () => Promise<T | undefined> {
+  let inFlight: Promise<T | undefined> | null = null
+  return () => {
+    if (!source.read) return Promise.resolve(undefined)
+    inFlight ??= within(source.read(), SOURCE_WAIT_MS).finally(() => {
+      inFlight = null
+    })
+    return inFlight
+  }
+}
+
+async function within<T>(read: Promise<T>, ms: number): Promise<T | undefined> {
   let timer: ReturnType<typeof setTimeout> | undefined
   const late = new Promise<undefined>((resolve) => {
-    timer = setTimeout(() => resolve(undefined), SOURCE_WAIT_MS)
+    timer = setTimeout(() => resolve(undefined), ms)
   })
   try {
-    return await Promise.race([read().catch(() => undefined), late])
+    return await Promise.race([read.catch(() => undefined), late])
   } finally {
     clearTimeout(timer)
   }
@@ -33,6 +47,8 @@ export function createMetrics() {
   collectDefaultMetrics({ register: registry })
   const checkpointUsage: CheckpointUsageSource = { read: null }
   const snapshotUsage: SnapshotUsageSource = { read: null }
+  const readCheckpoints = sharedRead(checkpointUsage)
+  const readSnapshots = sharedRead(snapshotUsage)
   return {
     checkpointUsage,
     snapshotUsage,
@@ -62,7 +78,7 @@ export function createMetrics() {
       help: "Checkpoints on this instance's disk (CHECKPOINT_DIR): hibernated sessions', and refused ones kept for their dead session",
       registers: [registry],
       async collect() {
-        const usage = await soon(checkpointUsage.read)
+        const usage = await readCheckpoints()
         if (usage) this.set(usage.checkpoints)
       },
     }),
@@ -71,7 +87,7 @@ export function createMetrics() {
       help: 'Snapshots kept (every tenant, every instance)',
       registers: [registry],
       async collect() {
-        const usage = await soon(snapshotUsage.read)
+        const usage = await readSnapshots()
         if (usage) this.set(usage.snapshots)
       },
     }),
@@ -80,7 +96,7 @@ export function createMetrics() {
       help: "Bytes of the snapshots' checkpoints (every tenant)",
       registers: [registry],
       async collect() {
-        const usage = await soon(snapshotUsage.read)
+        const usage = await readSnapshots()
         if (usage) this.set(usage.bytes)
       },
     }),
@@ -89,7 +105,7 @@ export function createMetrics() {
       help: "Bytes of hibernated sessions' checkpoints on this instance's disk",
       registers: [registry],
       async collect() {
-        const usage = await soon(checkpointUsage.read)
+        const usage = await readCheckpoints()
         if (usage) this.set(usage.bytes)
       },
     }),

@@ -40,6 +40,17 @@ export const SnapshotParams = Type.Object({ id: SnapshotId })
 export const ExecutionParams = Type.Object({ id: SessionId, eid: ExecutionId })
 export const ProcessParams = Type.Object({ id: SessionId, pid: ProcessId })
 
+/** A list's page size when the query gives none. */
+export const PAGE_SIZE = 50
+/** The query of a paginated list: a page of `limit` items after `cursor`. */
+export const PageQuery = Type.Object(
+  {
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200, default: PAGE_SIZE })),
+    cursor: Type.Optional(Type.String({ maxLength: 64, description: 'next_cursor of the previous page' })),
+  },
+  { additionalProperties: false },
+)
+
 /** A decimal number no greater than 2^64 - 1, as a regular expression (a part of a Redis stream id). */
 function uint64Pattern(): string {
   const max = ((1n << 64n) - 1n).toString()

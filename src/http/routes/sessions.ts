@@ -1,10 +1,9 @@
 // Session routes: create (from a snapshot too), list, get, delete, interrupt, restart, hibernate, wake.
 import type { FastifyInstance, FastifyReply } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
-import { Type } from 'typebox'
 import { CreateSessionBody, Session, SessionList } from '../../schemas.js'
 import type { Executions, SessionService, Snapshots } from '../../sessions/index.js'
-import { problems, ref, SessionParams } from '../schema-refs.js'
+import { PAGE_SIZE, PageQuery, problems, ref, SessionParams } from '../schema-refs.js'
 import { bindRequestLog } from '../request-log.js'
 
 export async function sessionRoutes(
@@ -65,17 +64,11 @@ export async function sessionRoutes(
         summary: "List the tenant's sessions",
         tags,
         security,
-        querystring: Type.Object(
-          {
-            limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200, default: 50 })),
-            cursor: Type.Optional(Type.String({ maxLength: 64, description: 'next_cursor of the previous page' })),
-          },
-          { additionalProperties: false },
-        ),
+        querystring: PageQuery,
         response: { 200: { ...ref(SessionList), description: 'A page of sessions' } },
       },
     },
-    async (req) => sessions.list(req.tenant, req.query.limit ?? 50, req.query.cursor),
+    async (req) => sessions.list(req.tenant, req.query.limit ?? PAGE_SIZE, req.query.cursor),
   )
 
   r.get(

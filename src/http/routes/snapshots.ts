@@ -2,10 +2,9 @@
 // A new session from a snapshot is POST /v1/sessions {snapshot_id} (sessions.ts).
 import type { FastifyInstance } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
-import { Type } from 'typebox'
 import { CreateSnapshotBody, ForkBody, ForkResult, Snapshot, SnapshotList } from '../../snapshot-schemas.js'
 import type { Snapshots } from '../../sessions/index.js'
-import { problems, ref, SessionParams, SnapshotParams } from '../schema-refs.js'
+import { PAGE_SIZE, PageQuery, problems, ref, SessionParams, SnapshotParams } from '../schema-refs.js'
 import { bindRequestLog } from '../request-log.js'
 
 export async function snapshotRoutes(app: FastifyInstance, { snapshots }: { snapshots: Snapshots }): Promise<void> {
@@ -76,17 +75,11 @@ export async function snapshotRoutes(app: FastifyInstance, { snapshots }: { snap
         summary: "List the tenant's snapshots",
         tags,
         security,
-        querystring: Type.Object(
-          {
-            limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200, default: 50 })),
-            cursor: Type.Optional(Type.String({ maxLength: 64, description: 'next_cursor of the previous page' })),
-          },
-          { additionalProperties: false },
-        ),
+        querystring: PageQuery,
         response: { 200: { ...ref(SnapshotList), description: 'A page of snapshots' } },
       },
     },
-    async (req) => snapshots.list(req.tenant, req.query.limit ?? 50, req.query.cursor),
+    async (req) => snapshots.list(req.tenant, req.query.limit ?? PAGE_SIZE, req.query.cursor),
   )
 
   r.get(
