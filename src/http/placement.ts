@@ -1,7 +1,8 @@
 // Creates are placed on the Docker engine with the most free capacity (sessions/supply/engines.ts),
 // whichever instance received them: routes marked `config: { placed: true }` (a session, a one-shot)
 // are passed as they are to an instance on that engine, which makes the sandbox on its own engine
-// and answers; a request passed on by another instance is never passed on again.
+// and answers; a request passed on by another instance is never passed on again. One that instance
+// may have acted on before it stopped is never made again here either.
 import type { FastifyInstance } from 'fastify'
 import type { Cluster } from '../cluster/index.js'
 import { AppError } from '../errors.js'
@@ -27,6 +28,14 @@ export function installPlacement(app: FastifyInstance, cluster: Pick<Cluster, 'f
       })
       if (out.kind === 'answered' || out.kind === 'gone') {
         req.log.debug({ engine: target.engine, instance: id }, 'created on another engine')
+        return payload
+      }
+      if (out.kind === 'unreachable' && out.reached) {
+        // The instance stopped with the create in hand and may have made the sandbox: a 503 would invite
+        // a retry and a second session. The client sees a cut, as if it had been connected there, and decides.
+        req.log.warn({ err: out.err, engine: target.engine, instance: id }, 'the instance chosen for a create stopped during it; its connection is cut')
+        reply.hijack()
+        reply.raw.destroy()
         return payload
       }
       // Not answered there: another instance, or this engine, unless the body already went.
