@@ -1,7 +1,7 @@
 // The replcast API client: typed calls (shapes generated from openapi.yaml into schema.ts), errors
 // thrown as ReplcastError subclasses, and executions streamed as resumable EventStreams. Upload
 // bodies and one-shot input files are prepared in files.ts.
-import { ConnectionError, errorFromResponse, type Problem } from './errors.ts'
+import { ConnectionError } from './errors.ts'
 import { EventStream, type FollowOptions } from './events.ts'
 import {
   filePath,
@@ -15,6 +15,7 @@ import {
   type PutFileResult,
   type TemplateList,
 } from './files.ts'
+import { Http } from './http.ts'
 import { connectPty, type Pty, type PtyOptions } from './pty.ts'
 import type { components } from './schema.ts'
 
@@ -51,24 +52,22 @@ const env = (name: string): string | undefined => (typeof process === 'undefined
 
 export class ReplcastClient {
   readonly url: string
-  private readonly apiKey: string
-  private readonly fetch: typeof fetch
+  private readonly http: Http
 
   constructor(opts: ClientOptions = {}) {
     this.url = (opts.url ?? env('REPLCAST_URL') ?? 'http://127.0.0.1:8080').replace(/\/+$/, '')
-    this.apiKey = opts.apiKey ?? env('REPLCAST_API_KEY') ?? ''
-    this.fetch = opts.fetch ?? globalThis.fetch.bind(globalThis)
+    this.http = new Http(this.url, opts.apiKey ?? env('REPLCAST_API_KEY') ?? '', opts.fetch ?? globalThis.fetch.bind(globalThis))
   }
 
   createSession(body: CreateSessionRequest = {}): Promise<Session> {
-    return this.json('POST', '/v1/sessions', body)
+    return this.http.json('POST', '/v1/sessions', body)
   }
 
   listSessions(opts: { limit?: number; cursor?: string } = {}): Promise<SessionList> {
     const q = new URLSearchParams()
     if (opts.limit) q.set('limit', String(opts.limit))
     if (opts.cursor) q.set('cursor', opts.cursor)
-    return this.json('GET', `/v1/sessions${q.size ? `?${q.toString()}` : ''}`)
+    return this.http.json('GET', `/v1/sessions${q.size ? `?${q.toString()}` : ''}`)
   }
 
   /** Every session, page after page. */
@@ -82,20 +81,20 @@ export class ReplcastClient {
   }
 
   getSession(id: string): Promise<Session> {
-    return this.json('GET', `/v1/sessions/${enc(id)}`)
+    return this.http.json('GET', `/v1/sessions/${enc(id)}`)
   }
 
   async deleteSession(id: string): Promise<void> {
-    await this.request('DELETE', `/v1/sessions/${enc(id)}`)
+    await this.http.request('DELETE', `/v1/sessions/${enc(id)}`)
   }
 
   /** Interrupts the running execution (KeyboardInterrupt); throws ConflictError nothing_running when idle. */
   async interrupt(id: string): Promise<void> {
-    await this.request('POST', `/v1/sessions/${enc(id)}/interrupt`)
+    await this.http.request('POST', `/v1/sessions/${enc(id)}/interrupt`)
   }
 
   restartSession(id: string): Promise<Session> {
-    return this.json('POST', `/v1/sessions/${enc(id)}/restart`)
+    return this.http.json('POST', `/v1/sessions/${enc(id)}/restart`)
   }
 
   /**
@@ -105,12 +104,12 @@ export class ReplcastClient {
    * (a runtime that cannot checkpoint), ServerError checkpoint_space (no disk for the checkpoint).
    */
   hibernate(id: string): Promise<Session> {
-    return this.json('POST', `/v1/sessions/${enc(id)}/hibernate`)
+    return this.http.json('POST', `/v1/sessions/${enc(id)}/hibernate`)
   }
 
   /** Wakes a hibernated session now, ahead of its use (a live session is answered as it is). */
   wake(id: string): Promise<Session> {
-    return this.json('POST', `/v1/sessions/${enc(id)}/wake`)
+    return this.http.json('POST', `/v1/sessions/${enc(id)}/wake`)
   }
 
   /**
@@ -119,14 +118,14 @@ export class ReplcastClient {
    * session_busy or not_supported, RateLimitError quota_exceeded (max_snapshots, max_snapshot_bytes).
    */
   snapshot(sessionId: string, opts: { name?: string } = {}): Promise<Snapshot> {
-    return this.json('POST', `/v1/sessions/${enc(sessionId)}/snapshots`, opts)
+    return this.http.json('POST', `/v1/sessions/${enc(sessionId)}/snapshots`, opts)
   }
 
   listSnapshots(opts: { limit?: number; cursor?: string } = {}): Promise<SnapshotList> {
     const q = new URLSearchParams()
     if (opts.limit) q.set('limit', String(opts.limit))
     if (opts.cursor) q.set('cursor', opts.cursor)
-    return this.json('GET', `/v1/snapshots${q.size ? `?${q.toString()}` : ''}`)
+    return this.http.json('GET', `/v1/snapshots${q.size ? `?${q.toString()}` : ''}`)
   }
 
   /** Every snapshot, page after page. */
@@ -140,12 +139,12 @@ export class ReplcastClient {
   }
 
   getSnapshot(id: string): Promise<Snapshot> {
-    return this.json('GET', `/v1/snapshots/${enc(id)}`)
+    return this.http.json('GET', `/v1/snapshots/${enc(id)}`)
   }
 
   /** Deletes a snapshot and its checkpoint; sessions started from it keep running. */
   async deleteSnapshot(id: string): Promise<void> {
-    await this.request('DELETE', `/v1/snapshots/${enc(id)}`)
+    await this.http.request('DELETE', `/v1/snapshots/${enc(id)}`)
   }
 
   /**
@@ -153,12 +152,12 @@ export class ReplcastClient {
    * session runs on after a short pause. All or nothing: a copy that cannot be made leaves none.
    */
   async fork(sessionId: string, opts: ForkRequest = {}): Promise<Session[]> {
-    return (await this.json<{ sessions: Session[] }>('POST', `/v1/sessions/${enc(sessionId)}/fork`, opts)).sessions
+    return (await this.http.json<{ sessions: Session[] }>('POST', `/v1/sessions/${enc(sessionId)}/fork`, opts)).sessions
   }
 
   /** Runs code (Python, or bash with `language: 'bash'`) and waits for it to end; the execution with all its events. */
   execute(sessionId: string, code: string, opts: Omit<ExecuteRequest, 'code'> = {}): Promise<Execution> {
-    return this.json('POST', `/v1/sessions/${enc(sessionId)}/executions`, { code, ...opts })
+    return this.http.json('POST', `/v1/sessions/${enc(sessionId)}/executions`, { code, ...opts })
   }
 
   /**
@@ -168,7 +167,7 @@ export class ReplcastClient {
   async stream(sessionId: string, code: string, opts: StreamOptions = {}): Promise<ExecutionStream> {
     const { timeout_s, language, ...follow } = opts
     const body: ExecuteRequest = { code, ...(timeout_s === undefined ? {} : { timeout_s }), ...(language === undefined ? {} : { language }) }
-    const res = await this.request('POST', `/v1/sessions/${enc(sessionId)}/executions`, body, { accept: 'text/event-stream' }, follow.signal)
+    const res = await this.http.request('POST', `/v1/sessions/${enc(sessionId)}/executions`, body, { accept: 'text/event-stream' }, follow.signal)
     const executionId = /\/executions\/([^/?]+)$/.exec(res.headers.get('location') ?? '')?.[1]
     if (!executionId) throw new ConnectionError('network', 'the server did not name the execution (no Location header)')
     return new ExecutionStream(sessionId, decodeURIComponent(executionId), (last, signal) => this.openEvents(sessionId, executionId, last, signal), res, follow)
@@ -180,12 +179,12 @@ export class ReplcastClient {
   }
 
   getExecution(sessionId: string, executionId: string): Promise<Execution> {
-    return this.json('GET', `/v1/sessions/${enc(sessionId)}/executions/${enc(executionId)}`)
+    return this.http.json('GET', `/v1/sessions/${enc(sessionId)}/executions/${enc(executionId)}`)
   }
 
   /** Runs code once in a fresh sandbox, removed afterwards (POST /v1/execute), and waits: the execution with all its events. */
   runOnce(code: string, opts: OnceOptions = {}): Promise<Execution> {
-    return this.json('POST', '/v1/execute', oneShotBody(code, opts))
+    return this.http.json('POST', '/v1/execute', oneShotBody(code, opts))
   }
 
   /**
@@ -194,13 +193,13 @@ export class ReplcastClient {
    */
   async streamOnce(code: string, opts: OnceOptions & Omit<FollowOptions, 'lastEventId'> = {}): Promise<EventStream> {
     const { signal, maxRetries, retryDelayMs, onReconnect, ...once } = opts
-    const res = await this.request('POST', '/v1/execute', oneShotBody(code, once), { accept: 'text/event-stream' }, signal)
+    const res = await this.http.request('POST', '/v1/execute', oneShotBody(code, once), { accept: 'text/event-stream' }, signal)
     return new EventStream(null, res, { signal, maxRetries, retryDelayMs, onReconnect })
   }
 
   /** The templates a session or one-shot may name. */
   listTemplates(): Promise<TemplateList> {
-    return this.json('GET', '/v1/templates')
+    return this.http.json('GET', '/v1/templates')
   }
 
   /**
@@ -209,13 +208,13 @@ export class ReplcastClient {
    */
   async putFile(sessionId: string, path: string, body: FileBody, opts: { mode?: number | string; signal?: AbortSignal } = {}): Promise<PutFileResult> {
     const q = opts.mode === undefined ? '' : `?mode=${modeQuery(opts.mode)}`
-    const res = await this.request('PUT', `${this.filesUrl(sessionId)}/${filePath(path)}${q}`, new RawBody(body), {}, opts.signal)
+    const res = await this.http.request('PUT', `${this.filesUrl(sessionId)}/${filePath(path)}${q}`, new RawBody(body), {}, opts.signal)
     return { ...((await res.json()) as PutFileResult), created: res.status === 201 }
   }
 
   /** Downloads a file as a stream (read its `body` once, or cancel it). */
   async getFile(sessionId: string, path: string, opts: { signal?: AbortSignal } = {}): Promise<FileDownload> {
-    const res = await this.request('GET', `${this.filesUrl(sessionId)}/${filePath(path)}`, undefined, { accept: '*/*' }, opts.signal)
+    const res = await this.http.request('GET', `${this.filesUrl(sessionId)}/${filePath(path)}`, undefined, { accept: '*/*' }, opts.signal)
     return {
       body: res.body ?? new ReadableStream(),
       contentType: res.headers.get('content-type') ?? 'application/octet-stream',
@@ -238,12 +237,12 @@ export class ReplcastClient {
     const q = new URLSearchParams()
     if (opts.path) q.set('path', opts.path)
     if (opts.recursive) q.set('recursive', 'true')
-    return this.json('GET', `${this.filesUrl(sessionId)}${q.size ? `?${q.toString()}` : ''}`)
+    return this.http.json('GET', `${this.filesUrl(sessionId)}${q.size ? `?${q.toString()}` : ''}`)
   }
 
   /** Deletes a file, or a folder with everything in it when `recursive`. */
   async deleteFile(sessionId: string, path: string, opts: { recursive?: boolean } = {}): Promise<void> {
-    await this.request('DELETE', `${this.filesUrl(sessionId)}/${filePath(path)}${opts.recursive ? '?recursive=true' : ''}`)
+    await this.http.request('DELETE', `${this.filesUrl(sessionId)}/${filePath(path)}${opts.recursive ? '?recursive=true' : ''}`)
   }
 
   /**
@@ -253,7 +252,7 @@ export class ReplcastClient {
    * be opened (the session's terminals are all in use, its sandbox died) throws ConnectionError.
    */
   async pty(sessionId: string, opts: PtyOptions = {}): Promise<Pty> {
-    const { token } = await this.json<{ token: string }>('POST', `/v1/sessions/${enc(sessionId)}/pty-token`)
+    const { token } = await this.http.json<{ token: string }>('POST', `/v1/sessions/${enc(sessionId)}/pty-token`)
     const q = new URLSearchParams({ access_token: token, cols: String(opts.cols ?? 80), rows: String(opts.rows ?? 24) })
     const url = `${this.url.replace(/^http/, 'ws')}/v1/sessions/${enc(sessionId)}/pty?${q.toString()}`
     try {
@@ -265,16 +264,16 @@ export class ReplcastClient {
 
   /** Starts a background process: `bash -c command` in the sandbox, beside executions. */
   startProcess(sessionId: string, body: StartProcessRequest): Promise<Process> {
-    return this.json('POST', this.processesUrl(sessionId), body)
+    return this.http.json('POST', this.processesUrl(sessionId), body)
   }
 
   /** The session's background processes, oldest first. */
   async listProcesses(sessionId: string): Promise<Process[]> {
-    return (await this.json<{ processes: Process[] }>('GET', this.processesUrl(sessionId))).processes
+    return (await this.http.json<{ processes: Process[] }>('GET', this.processesUrl(sessionId))).processes
   }
 
   getProcess(sessionId: string, processId: string): Promise<Process> {
-    return this.json('GET', `${this.processesUrl(sessionId)}/${enc(processId)}`)
+    return this.http.json('GET', `${this.processesUrl(sessionId)}/${enc(processId)}`)
   }
 
   /**
@@ -283,23 +282,23 @@ export class ReplcastClient {
    */
   processOutput(sessionId: string, processId: string, opts: FollowOptions = {}): EventStream {
     const url = `${this.processesUrl(sessionId)}/${enc(processId)}/output`
-    return new EventStream((last, signal) => this.openStream(url, last, signal), null, opts)
+    return new EventStream((last, signal) => this.http.openStream(url, last, signal), null, opts)
   }
 
   /** Writes to a process's stdin (`eof`: then closes it). Throws ConflictError process_exited, stdin_closed, stdin_full. */
   async writeStdin(sessionId: string, processId: string, data: string | Uint8Array, opts: { eof?: boolean } = {}): Promise<void> {
     const url = `${this.processesUrl(sessionId)}/${enc(processId)}/stdin${opts.eof ? '?eof=true' : ''}`
-    await this.request('POST', url, new RawBody(typeof data === 'string' ? new TextEncoder().encode(data) : data))
+    await this.http.request('POST', url, new RawBody(typeof data === 'string' ? new TextEncoder().encode(data) : data))
   }
 
   /** Sends a signal to the process's whole process group (TERM by default). */
   async signalProcess(sessionId: string, processId: string, signal: ProcessSignal = 'TERM'): Promise<void> {
-    await this.request('POST', `${this.processesUrl(sessionId)}/${enc(processId)}/signal`, { signal })
+    await this.http.request('POST', `${this.processesUrl(sessionId)}/${enc(processId)}/signal`, { signal })
   }
 
   /** Kills the process (its whole process group) and forgets it: its record and output are gone. */
   async deleteProcess(sessionId: string, processId: string): Promise<void> {
-    await this.request('DELETE', `${this.processesUrl(sessionId)}/${enc(processId)}`)
+    await this.http.request('DELETE', `${this.processesUrl(sessionId)}/${enc(processId)}`)
   }
 
   private processesUrl(sessionId: string): string {
@@ -311,51 +310,7 @@ export class ReplcastClient {
   }
 
   private openEvents(sid: string, eid: string, lastEventId: string, signal?: AbortSignal): Promise<Response | null> {
-    return this.openStream(`/v1/sessions/${enc(sid)}/executions/${enc(eid)}/events`, lastEventId, signal)
-  }
-
-  /** GET of an SSE stream after `lastEventId`; null when the server says nothing more will come (204). */
-  private async openStream(path: string, lastEventId: string, signal?: AbortSignal): Promise<Response | null> {
-    const res = await this.request('GET', path, undefined, { accept: 'text/event-stream', ...(lastEventId ? { 'last-event-id': lastEventId } : {}) }, signal)
-    return res.status === 204 ? null : res
-  }
-
-  private async json<T>(method: string, path: string, body?: unknown): Promise<T> {
-    return (await (await this.request(method, path, body)).json()) as T
-  }
-
-  /** One call; non-2xx answers throw their typed error, a failed connection throws ConnectionError. */
-  private async request(method: string, path: string, body?: unknown, headers: Record<string, string> = {}, signal?: AbortSignal): Promise<Response> {
-    let res: Response
-    // A file's bytes go as they are (a stream half-duplex, as fetch requires); anything else as JSON.
-    const raw = body instanceof RawBody ? body : null
-    try {
-      res = await this.fetch(this.url + path, {
-        method,
-        signal,
-        headers: {
-          accept: 'application/json',
-          ...(this.apiKey ? { authorization: `Bearer ${this.apiKey}` } : {}),
-          ...(body === undefined ? {} : { 'content-type': raw ? 'application/octet-stream' : 'application/json' }),
-          ...headers,
-        },
-        body: raw ? raw.body : body === undefined ? undefined : JSON.stringify(body),
-        ...(raw?.streamed ? { duplex: 'half' } : {}),
-      })
-    } catch (err) {
-      if (signal?.aborted) throw err
-      const cause = (err as { cause?: { code?: string } }).cause
-      throw new ConnectionError('network', `cannot reach ${this.url}${cause?.code ? ` (${cause.code})` : ''}`, { cause: err })
-    }
-    if (res.ok) return res
-    const text = await res.text().catch(() => '')
-    let problem: Problem | null = null
-    try {
-      problem = text ? (JSON.parse(text) as Problem) : null
-    } catch {
-      /* not problem+json (a proxy's page) */
-    }
-    throw errorFromResponse(res.status, problem, res.headers.get('retry-after'))
+    return this.http.openStream(`/v1/sessions/${enc(sid)}/executions/${enc(eid)}/events`, lastEventId, signal)
   }
 }
 
