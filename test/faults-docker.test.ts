@@ -30,7 +30,7 @@ t.test('a kill the engine never answers: the execution ends and the session is c
   const err = r.events.find((e) => e.event === 'error')
   t.match(err?.data.evalue, /could not be killed/, 'an error event says the sandbox could not be killed')
   t.ok(await waitFor(async () => (await api(h.url, 'GET', `/v1/sessions/${sid}`)).status === 404, 15000), 'the reaper collected the session')
-  t.ok(await waitFor(async () => !(await containersOf(h.deployment)).some((c) => c.Labels['replcast.session'] === sid), 10000), 'its container is removed')
+  t.ok(await waitFor(async () => !(await containersOf(h.deployment)).some((c) => c.Labels['replcast.session'] === sid), 30_000), 'its container is removed')
   const n = await api(h.url, 'POST', `/v1/sessions/${neighbour}/executions`, { code: 'print(1)' })
   t.equal(stdoutText(n.body.events), '1\n', 'another session of the tenant is unaffected')
 })

@@ -43,7 +43,7 @@ t.test('sandbox faults', async (t) => {
     await run('kept = 1')
     const r = await run('blocks = []\nwhile True:\n    blocks.append(b"x" * (16 << 20))', 30)
     t.equal(r.done?.data.status, 'oom')
-    t.ok(await waitFor(async () => (await status()) === 'dead', 5000), 'the session reports dead')
+    t.ok(await waitFor(async () => (await status()) === 'dead', 30_000), 'the session reports dead')
     const refused = await api(h.url, 'POST', `/v1/sessions/${sid}/executions`, { code: 'print(kept)' })
     t.equal(refused.status, 409)
     t.equal(refused.body.code, 'session_dead')
@@ -57,10 +57,10 @@ t.test('sandbox faults', async (t) => {
       method: 'POST',
       body: JSON.stringify({ code: 'import time\ni = 0\nwhile True:\n    print(i, flush=True); i += 1; time.sleep(0.05)' }),
     })
-    t.ok(await waitFor(() => live.events.some((e) => e.event === 'stdout'), 10000), 'output is streaming')
+    t.ok(await waitFor(() => live.events.some((e) => e.event === 'stdout'), 30_000), 'output is streaming')
     // A second client follows the same execution through the GET events stream.
     const follower = await openStream(h.url, `${live.location}/events`, { method: 'GET' })
-    t.ok(await waitFor(() => follower.events.some((e) => e.event === 'stdout'), 10000), 'the follower is streaming')
+    t.ok(await waitFor(() => follower.events.some((e) => e.event === 'stdout'), 30_000), 'the follower is streaming')
     const [container] = (await containersOf(h.deployment)).filter((c) => c.Labels['replcast.session'] === sid)
     const killedAt = performance.now()
     await new Docker().getContainer(container!.Id).kill({ signal: 'SIGKILL' })
@@ -76,7 +76,7 @@ t.test('sandbox faults', async (t) => {
       const err = events.find((e) => e.event === 'error')
       t.ok(err && /sandbox/i.test(err.data.evalue), `${name}: an error event says the sandbox died (${err?.data.evalue ?? 'none'})`)
     }
-    t.ok(await waitFor(async () => (await status()) === 'dead', 5000), 'the session reports dead')
+    t.ok(await waitFor(async () => (await status()) === 'dead', 30_000), 'the session reports dead')
     await restart(t)
   })
 
@@ -88,7 +88,7 @@ t.test('sandbox faults', async (t) => {
       }),
     })
     const s = await started
-    t.ok(await waitFor(() => s.events.some((e) => e.event === 'stdout'), 10000), 'running with SIGINT ignored')
+    t.ok(await waitFor(() => s.events.some((e) => e.event === 'stdout'), 30_000), 'running with SIGINT ignored')
     const sentAt = performance.now()
     t.equal((await api(h.url, 'POST', `/v1/sessions/${sid}/interrupt`)).status, 202)
     const events = await s.ended
@@ -96,7 +96,7 @@ t.test('sandbox faults', async (t) => {
     t.equal(done?.data.status, 'killed', 'done.status killed')
     const took = done ? done.at - sentAt : Infinity
     t.ok(took >= GRACE_MS - 50 && took < GRACE_MS + 2000, `ended ${took.toFixed(0)} ms after the interrupt (grace ${GRACE_MS} ms)`)
-    t.ok(await waitFor(async () => (await status()) === 'dead', 5000), 'the session reports dead')
+    t.ok(await waitFor(async () => (await status()) === 'dead', 30_000), 'the session reports dead')
     await restart(t)
   })
 
@@ -104,7 +104,7 @@ t.test('sandbox faults', async (t) => {
     const r = await run('import re\nre.match(r"(a*)*b", "a" * 64)', 1)
     t.equal(r.done?.data.status, 'timeout')
     t.ok(r.ms < 1000 + GRACE_MS + 3000, `ended after ${r.ms.toFixed(0)} ms`)
-    t.ok(await waitFor(async () => (await status()) === 'dead', 5000), 'the session reports dead')
+    t.ok(await waitFor(async () => (await status()) === 'dead', 30_000), 'the session reports dead')
     await restart(t)
   })
 })

@@ -24,7 +24,7 @@ t.test('idle sessions', async (t) => {
     await executeSse(h.url, sid, "import os\nx = [1, 2, 3]\nos.chdir('/tmp')")
     // The last activity: the idle deadline is 2 s after it.
     await executeSse(h.url, sid, "open('/workspace/last.txt', 'w').write('just before')")
-    t.ok(await waitFor(async () => (await statusOf(h.url, sid)) === 'hibernated', 10000), 'hibernated by the reaper')
+    t.ok(await waitFor(async () => (await statusOf(h.url, sid)) === 'hibernated', 30_000), 'hibernated by the reaper')
     t.ok(existsSync(join(h.checkpointDir, sid)), 'its checkpoint is on disk')
     const out = stdoutOf((await executeSse(h.url, sid, "print(x, open('/workspace/last.txt').read(), os.getcwd())")).events)
     t.equal(out, '[1, 2, 3] just before /tmp\n', 'woken on use with its state')
@@ -36,14 +36,14 @@ t.test('idle sessions', async (t) => {
 
   t.test('a hibernated session is deleted with its checkpoint after hibernated_ttl_s', async (t) => {
     const sid = await createSession(h.url, { idle_timeout_s: 1, idle_action: 'hibernate', hibernated_ttl_s: 1 })
-    t.ok(await waitFor(async () => (await statusOf(h.url, sid)) === 'hibernated', 10000), 'hibernated')
-    t.ok(await waitFor(async () => (await api(h.url, 'GET', `/v1/sessions/${sid}`)).status === 404, 10000), 'then deleted')
+    t.ok(await waitFor(async () => (await statusOf(h.url, sid)) === 'hibernated', 30_000), 'hibernated')
+    t.ok(await waitFor(async () => (await api(h.url, 'GET', `/v1/sessions/${sid}`)).status === 404, 30_000), 'then deleted')
     t.notOk(existsSync(join(h.checkpointDir, sid)), 'its checkpoint is gone')
   })
 
   t.test('a delete session is deleted at its deadline, not hibernated', async (t) => {
     const sid = await createSession(h.url, { idle_timeout_s: 1 })
-    t.ok(await waitFor(async () => (await api(h.url, 'GET', `/v1/sessions/${sid}`)).status === 404, 10000), 'deleted')
+    t.ok(await waitFor(async () => (await api(h.url, 'GET', `/v1/sessions/${sid}`)).status === 404, 30_000), 'deleted')
     t.notOk(existsSync(join(h.checkpointDir, sid)))
   })
 })

@@ -72,8 +72,8 @@ t.test('the sandbox against the API process', async (t) => {
     t.equal(r.done?.data.status, 'error', 'the execution ends with status error')
     t.match(r.events.find((e) => e.event === 'error')?.data.evalue, /stopped reading its input/, 'an error event says why')
     t.ok(r.ms < 15000, `it ended after ${r.ms.toFixed(0)} ms, before its 20 s timeout`)
-    t.ok(await waitFor(async () => (await session(sid)).status === 'dead', 10000), 'the session reports dead')
-    t.ok(await waitFor(async () => !(await running(sid)), 10000), 'its sandbox no longer runs')
+    t.ok(await waitFor(async () => (await session(sid)).status === 'dead', 30_000), 'the session reports dead')
+    t.ok(await waitFor(async () => !(await running(sid)), 30_000), 'its sandbox no longer runs')
     t.equal((await api(url, 'POST', `/v1/sessions/${sid}/restart`)).status, 200, 'restart revives the session')
     const again = await executeWithin(url, sid, 'print("fresh")', { key: API_KEY, withinMs: 30000 })
     t.equal(again.done?.data.status, 'ok', 'and it runs code again')
@@ -96,7 +96,7 @@ t.test('the sandbox against the API process', async (t) => {
     t.equal(r.done?.data.status, 'error', 'the execution ends with status error')
     t.match(r.events.find((e) => e.event === 'error')?.data.evalue, /broke the REPL protocol/, 'an error event says why')
     t.ok(r.ms < 10000, `it ended after ${r.ms.toFixed(0)} ms, before its 15 s timeout`)
-    t.ok(await waitFor(async () => (await session(sid)).status === 'dead', 10000), 'the session reports dead')
+    t.ok(await waitFor(async () => (await session(sid)).status === 'dead', 30_000), 'the session reports dead')
     t.ok(await waitFor(async () => logLinesAbout(h.server, sid, from).some((l) => /suppressed/.test(l)), 15000), 'a summary counts the suppressed lines')
     const lines = logLinesAbout(h.server, sid, from)
     t.ok(lines.length < 60, `the API logged ${lines.length} lines about the session (200,000 junk lines were sent)`)
@@ -158,21 +158,21 @@ t.test('the sandbox against the API process', async (t) => {
       aEvents.push(e)
       return e.event === 'done'
     })
-    t.ok(await waitFor(() => aEvents.some((e) => e.event === 'status' && e.data.state === 'running'), 10000), 'A runs')
+    t.ok(await waitFor(() => aEvents.some((e) => e.event === 'status' && e.data.state === 'running'), 30_000), 'A runs')
     const b = executeWithin(url, s1, 'print("b")', { key: API_KEY, timeout_s: 4, withinMs: 30000 })
-    t.ok(await waitFor(async () => (await slots()) === MAX_CONCURRENT, 10000), 'A runs and B waits behind it: the tenant holds both its slots')
+    t.ok(await waitFor(async () => (await slots()) === MAX_CONCURRENT, 30_000), 'A runs and B waits behind it: the tenant holds both its slots')
     t.equal((await api(url, 'POST', `/v1/sessions/${s1}/interrupt`)).status, 202)
     await aDone
     t.equal(aEvents.at(-1)?.data.status, 'ok', "A's forged done ended it for the host")
     // The done reaches a live reader as its write leaves for Redis: the slots are read once that write is in.
     const aId = aEvents.find((e) => e.event === 'status')?.data.execution_id
     const aRecorded = async () => (await api(url, 'GET', `/v1/sessions/${s1}/executions/${aId}`)).body?.status === 'ok'
-    t.ok(await waitFor(aRecorded, 10000), "A's end is recorded")
+    t.ok(await waitFor(aRecorded, 30_000), "A's end is recorded")
     t.equal(await slots(), MAX_CONCURRENT, "A's slot is kept: B has not started in the REPL, so A's code may still run")
     const c = await api(url, 'POST', `/v1/sessions/${s2}/executions`, { code: 'print("c")' })
     t.equal(c.status, 429, `another session of the tenant gets no slot beyond the quota (${c.status} ${c.body?.code})`)
     const br = await b
     t.ok(['timeout', 'killed'].includes(br.done?.data.status), `B ends at its timeout behind A's code (${br.done?.data.status})`)
-    t.ok(await waitFor(async () => (await slots()) === 0, 10000), 'every slot is free once nothing runs')
+    t.ok(await waitFor(async () => (await slots()) === 0, 30_000), 'every slot is free once nothing runs')
   })
 })

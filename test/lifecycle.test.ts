@@ -77,7 +77,7 @@ t.test('across API restarts', async (t) => {
     })
     await c.start()
     await h.restart()
-    const removed = await waitFor(async () => !(await containersOf(h.deployment)).some((x) => x.Id === c.id), 10000)
+    const removed = await waitFor(async () => !(await containersOf(h.deployment)).some((x) => x.Id === c.id), 30_000)
     t.ok(removed, 'orphan removed')
   })
 })

@@ -225,7 +225,7 @@ t.test('an image that exits at start: pool creation is bounded (two at a time, b
 
 t.test('an image without the REPL: the pool makes no container at all, and says why', async (t) => {
   const h = await startApp(t, { SANDBOX_POOL_SIZE: '4', SANDBOX_IMAGE: 'replcast-base:bookworm' })
-  t.ok(await waitFor(async () => (await metricValue(h.url, 'replcast_pool_create_failures_total')) >= 2, 10000), 'failures counted')
+  t.ok(await waitFor(async () => (await metricValue(h.url, 'replcast_pool_create_failures_total')) >= 2, 30_000), 'failures counted')
   t.equal((await containersOf(h.deployment)).length, 0, 'not one container was made')
   const r = await api(h.url, 'POST', '/v1/sessions', {})
   t.equal(r.status, 502)
@@ -238,7 +238,7 @@ t.test('a full host: the pool makes nothing and backs off', async (t) => {
   // One default sandbox (512 MiB) is more than 5 % of a host under 10 GiB; above that, ask for more per sandbox.
   const mb = Math.max(512, Math.ceil((memTotal * 0.06) / 2 ** 20))
   const h = await startApp(t, { SANDBOX_POOL_SIZE: '2', HOST_MEMORY_SHARE: '0.05', SANDBOX_MEMORY_MB: String(mb), MAX_MEMORY_MB: String(mb) })
-  t.ok(await waitFor(async () => (await metricValue(h.url, 'replcast_pool_create_failures_total')) >= 2, 10000), 'refused for capacity')
+  t.ok(await waitFor(async () => (await metricValue(h.url, 'replcast_pool_create_failures_total')) >= 2, 30_000), 'refused for capacity')
   t.equal((await containersOf(h.deployment)).length, 0, 'no container')
   t.equal(await ready(h), 0)
 })

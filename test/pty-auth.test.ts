@@ -61,7 +61,7 @@ t.test('terminal access', async (t) => {
     let shown = ''
     pty.onData((b) => (shown += Buffer.from(b).toString()))
     pty.write('echo "<$(stty size)>"\r')
-    t.ok(await waitFor(() => shown.includes('<20 70>'), 10000), 'the size asked for')
+    t.ok(await waitFor(() => shown.includes('<20 70>'), 30_000), 'the size asked for')
     pty.resize(72, 21)
     t.ok(
       await waitFor(async () => {
@@ -81,7 +81,7 @@ t.test('terminal access', async (t) => {
     t.equal(await shellOutput(p, 'stty size; echo $REPLCAST_TERMINAL | wc -c'), '30 90\r\n17', 'the holder runs it (its size, its tag)')
     p.resize(100, 33)
     let size = ''
-    t.ok(await waitFor(async () => (size = await shellOutput(p, 'stty size')) === '33 100', 10000, 50), `resize frames pass through too (${size})`)
+    t.ok(await waitFor(async () => (size = await shellOutput(p, 'stty size')) === '33 100', 30_000, 50), `resize frames pass through too (${size})`)
     const refused = await refusedPty(second.url, other)
     t.equal(refused.status, 404, "the holder's refusals come back as they are")
     p.type('exit 3\r')

@@ -82,7 +82,7 @@ t.test('a terminal that floods a client that never reads', async (t) => {
   // The client goes away without reading: the flood ends with the shell.
   p.ws.terminate()
   t.ok(
-    await waitFor(async () => (await bash(base, sid, "grep -l '^yes' /proc/[0-9]*/cmdline 2>/dev/null || true")).trim() === '', 10000, 100),
+    await waitFor(async () => (await bash(base, sid, "grep -l '^yes' /proc/[0-9]*/cmdline 2>/dev/null || true")).trim() === '', 30_000, 100),
     'no yes is left',
   )
 })
@@ -99,7 +99,7 @@ t.test("input the shell does not take waits in the client's connection", async (
   const chunk = Buffer.alloc(256 * 1024, 0x61)
   for (let i = 0; i < 200; i++) p.ws.send(chunk)
   // 50 MiB offered: what the client still holds shows where it waits.
-  t.ok(await waitFor(() => p.ws.bufferedAmount < 50 * MIB, 10000), 'some input was taken')
+  t.ok(await waitFor(() => p.ws.bufferedAmount < 50 * MIB, 30_000), 'some input was taken')
   t.ok(
     await waitFor(async () => {
       const a = p.ws.bufferedAmount

@@ -57,7 +57,7 @@ t.test('a terminal', async (t) => {
     p.resize(132, 50)
     // The resize goes to the engine on its own: poll until the shell sees it.
     let size = ''
-    t.ok(await waitFor(async () => (size = await shellOutput(p, 'stty size')) === '50 132', 10000, 50), `stty size after the resize: ${size}`)
+    t.ok(await waitFor(async () => (size = await shellOutput(p, 'stty size')) === '50 132', 30_000, 50), `stty size after the resize: ${size}`)
     t.equal(await shellOutput(p, 'tput cols; tput lines 2>/dev/null || true'), '132\r\n50', 'programs see the new size too')
   })
 
@@ -82,7 +82,7 @@ t.test('a terminal', async (t) => {
     t.equal((await processesLike(h.url, sid, 'sleep 410[1-4]')).length, 4, 'four processes run in the sandbox')
     await closePty(p)
     let left: string[] = []
-    t.ok(await waitFor(async () => (left = await processesLike(h.url, sid, 'sleep 410|bash -i')).length === 0, 10000, 100), `none is left: ${left.join('; ')}`)
+    t.ok(await waitFor(async () => (left = await processesLike(h.url, sid, 'sleep 410|bash -i')).length === 0, 30_000, 100), `none is left: ${left.join('; ')}`)
   })
 
   t.test('at most MAX_TERMINALS_PER_SESSION at once; a closed one frees its place', async (t) => {
@@ -98,7 +98,7 @@ t.test('a terminal', async (t) => {
     await closePty(a)
     // Its place is free once what it started was killed (a moment after the socket closed).
     let c: Awaited<ReturnType<typeof openPty>> | null = null
-    t.ok(await waitFor(async () => (c = await openPty(h.url, own).catch(() => null)) !== null, 10000, 50), 'a third opens once one closed')
+    t.ok(await waitFor(async () => (c = await openPty(h.url, own).catch(() => null)) !== null, 30_000, 50), 'a third opens once one closed')
     await closePty(c!)
     await closePty(b)
   })
@@ -156,12 +156,12 @@ t.test('a terminal', async (t) => {
     t.equal(await shellOutput(p, 'stty size; id -u'), '25 90\r\n1000')
     p.resize(101, 31)
     let size = ''
-    t.ok(await waitFor(async () => (size = await shellOutput(p, 'stty size')) === '31 101', 10000, 50), `stty size after the resize: ${size}`)
+    t.ok(await waitFor(async () => (size = await shellOutput(p, 'stty size')) === '31 101', 30_000, 50), `stty size after the resize: ${size}`)
     await shellOutput(p, 'setsid sleep 4301 & sleep 4302 & true')
     t.equal((await processesLike(h.url, gv, 'sleep 430[12]')).length, 2)
     await closePty(p)
     let left: string[] = []
-    t.ok(await waitFor(async () => (left = await processesLike(h.url, gv, 'sleep 430|bash -i')).length === 0, 10000, 100), `none is left: ${left.join('; ')}`)
+    t.ok(await waitFor(async () => (left = await processesLike(h.url, gv, 'sleep 430|bash -i')).length === 0, 30_000, 100), `none is left: ${left.join('; ')}`)
   })
 
   t.test('deleting the session closes its terminals (1001) and ends the shell with its sandbox', async (t) => {

@@ -53,7 +53,7 @@ t.test('scripts/setup.sh runs Redis with persistence under the state folder', as
     { appendonly: 'yes', appendfsync: 'everysec', dir: join(state, 'redis') },
     'append-only file, fsync every second, under the state folder',
   )
-  t.ok(await waitFor(() => existsSync(join(state, 'redis', 'appendonlydir')), 5000), 'its append-only files are there')
+  t.ok(await waitFor(() => existsSync(join(state, 'redis', 'appendonlydir')), 30_000), 'its append-only files are there')
 })
 
 t.test('npm start reaches the Redis it runs through a unix socket that only its owner may open', async (t) => {

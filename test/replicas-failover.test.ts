@@ -67,7 +67,7 @@ t.test('SIGKILL of the holder during an execution: a survivor takes the session 
   t.equal(next.status, 200)
   t.equal(stdoutText(next.body.events), '42\n', 'the namespace survived')
   t.equal((await api(b, 'DELETE', `/v1/sessions/${sid}`)).status, 204)
-  t.ok(await waitFor(async () => (await containersOf(r.deployment)).length === 0, 10000), 'no container left')
+  t.ok(await waitFor(async () => (await containersOf(r.deployment)).length === 0, 30_000), 'no container left')
 })
 
 t.test('SIGTERM of the holder during an execution: a survivor serves the session at once', async (t) => {
@@ -107,5 +107,5 @@ t.test('SIGTERM of the holder during an execution: a survivor serves the session
   t.equal(r.servers[0]!.child.exitCode, 0, 'the stopped instance exited cleanly')
   t.equal(await r.holderOf(sid), 1, 'the survivor holds the session')
   t.equal((await api(b, 'DELETE', `/v1/sessions/${sid}`)).status, 204)
-  t.ok(await waitFor(async () => (await containersOf(r.deployment)).length === 0, 10000), 'no container left')
+  t.ok(await waitFor(async () => (await containersOf(r.deployment)).length === 0, 30_000), 'no container left')
 })

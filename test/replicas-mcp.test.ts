@@ -86,7 +86,7 @@ t.test('MCP tool calls through the instance that does not hold the session', asy
   const deleted = await call('delete_session', { session_id: sid })
   t.notOk(deleted.isError, textOf(deleted))
   t.equal((await api(a, 'GET', `/v1/sessions/${sid}`)).status, 404)
-  t.ok(await waitFor(async () => (await containersOf(r.deployment)).length === 0, 10000), 'no container left')
+  t.ok(await waitFor(async () => (await containersOf(r.deployment)).length === 0, 30_000), 'no container left')
 })
 
 t.test('a request through another instance while the session is being created is answered by the creator', async (t) => {
@@ -124,5 +124,5 @@ t.test('a request through another instance while the session is being created is
     t.equal((await api(b, 'GET', `/v1/sessions/${sid}`)).body.status, 'ready')
     t.equal((await api(b, 'DELETE', `/v1/sessions/${sid}`)).status, 204)
   }
-  t.ok(await waitFor(async () => (await containersOf(r.deployment)).length === 0, 10000), 'no container left')
+  t.ok(await waitFor(async () => (await containersOf(r.deployment)).length === 0, 30_000), 'no container left')
 })

@@ -78,7 +78,7 @@ async function assertUsable(t: Test, r: Replicas, base: string, sid: string): Pr
   const next = await api(base, 'POST', `/v1/sessions/${sid}/executions`, { code: 'print(x + 1)' })
   t.equal(stdoutText(next.body.events), '42\n', 'the namespace is whole')
   t.equal((await api(base, 'DELETE', `/v1/sessions/${sid}`)).status, 204)
-  t.ok(await waitFor(async () => (await containersOf(r.deployment)).length === 0, 10000), 'no container left')
+  t.ok(await waitFor(async () => (await containersOf(r.deployment)).length === 0, 30_000), 'no container left')
 }
 
 t.test('an instance SIGKILLed and started again leaves the session the survivor took over', async (t) => {
@@ -113,10 +113,10 @@ t.test('a survivor that takes over from an instance just back: the returned inst
   await r.restart(0)
   t.equal(await r.holderOf(sid), 0, 'back, the instance re-adopted its session')
   const relayed = await storedLines(a, sid, eid)
-  t.ok(await waitFor(async () => (await storedLines(a, sid, eid)) > relayed, 10000), 'and relays it')
+  t.ok(await waitFor(async () => (await storedLines(a, sid, eid)) > relayed, 30_000), 'and relays it')
   await r.redis.del(`${r.prefix}instance:${r.ids[0]}:heartbeat`)
-  t.ok(await waitFor(async () => (await r.holderOf(sid)) === 1, 10000), 'the survivor took the session over')
-  t.ok(await waitFor(async () => (await metricValue(a, 'replcast_sessions_attached')) === 0, 5000), 'the returned instance let it go')
+  t.ok(await waitFor(async () => (await r.holderOf(sid)) === 1, 30_000), 'the survivor took the session over')
+  t.ok(await waitFor(async () => (await metricValue(a, 'replcast_sessions_attached')) === 0, 30_000), 'the returned instance let it go')
   const after = await follow(a, sid, eid, before.at(-1)!.id, 40000)
   await assertOnce(t, a, sid, eid, [...before, ...after], printed(lines))
   t.equal(await r.holderOf(sid), 1, 'the survivor still holds the session')

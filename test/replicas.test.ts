@@ -83,7 +83,7 @@ t.test('a session held by one instance is served whole through another', async (
   t.equal(await r.holderOf(sid), 0, 'the session never moved')
 
   t.equal((await api(b, 'DELETE', `/v1/sessions/${sid}`)).status, 204, 'delete through the other instance')
-  t.ok(await waitFor(async () => (await containersOf(r.deployment)).length === 0, 10000), 'no container left')
+  t.ok(await waitFor(async () => (await containersOf(r.deployment)).length === 0, 30_000), 'no container left')
 })
 
 t.test('round-robin over three instances: no request is refused', async (t) => {
@@ -101,5 +101,5 @@ t.test('round-robin over three instances: no request is refused', async (t) => {
     t.equal(stdoutOf(res.events), '6\n', 'each session ran all of its code in one namespace')
     t.equal((await api(r.next(), 'DELETE', `/v1/sessions/${sid}`)).status, 204)
   }
-  t.ok(await waitFor(async () => (await containersOf(r.deployment)).length === 0, 10000), 'no container left')
+  t.ok(await waitFor(async () => (await containersOf(r.deployment)).length === 0, 30_000), 'no container left')
 })

@@ -16,7 +16,7 @@ t.test('a restart racing a delete answers 200 or 404, and the session is gone', 
     if (order === 'delete during the restart') {
       restart = api(h.url, 'POST', `/v1/sessions/${sid}/restart`)
       // The restart has begun once the session says it is starting again.
-      t.ok(await waitFor(async () => (await api(h.url, 'GET', `/v1/sessions/${sid}`)).body?.status === 'starting', 10_000), `${order}: restarting`)
+      t.ok(await waitFor(async () => (await api(h.url, 'GET', `/v1/sessions/${sid}`)).body?.status === 'starting', 30_000), `${order}: restarting`)
       del = api(h.url, 'DELETE', `/v1/sessions/${sid}`)
     } else if (order === 'restart during the delete') {
       del = api(h.url, 'DELETE', `/v1/sessions/${sid}`)
@@ -40,7 +40,7 @@ t.test('code sent while a delete removes the sandbox finds no session (404) and 
   const sid = await createSession(h.url)
   const releaseRemove = proxy.hang(/^DELETE \/containers\//)
   const del = api(h.url, 'DELETE', `/v1/sessions/${sid}`)
-  t.ok(await waitFor(async () => proxy.held() > 0, 10_000), 'the delete is removing the sandbox (held)')
+  t.ok(await waitFor(async () => proxy.held() > 0, 30_000), 'the delete is removing the sandbox (held)')
   // Redis seeing the execution's read of the session's record: the request is past the check a deleted session fails.
   const monitor = await h.redis.monitor()
   t.teardown(() => monitor.disconnect())
@@ -54,7 +54,7 @@ t.test('code sent while a delete removes the sandbox finds no session (404) and 
   t.equal(r.status, 404, `the execution finds no session (${r.status} ${stdoutOf(r.events)})`)
   t.equal(r.events[0]?.data.code, 'session_not_found')
   const left = async () => (await h.redis.keys(`${h.prefix}*${sid}*`)).sort()
-  t.ok(await waitFor(async () => (await left()).length === 0, 10_000), 'nothing of the session is left in Redis')
+  t.ok(await waitFor(async () => (await left()).length === 0, 30_000), 'nothing of the session is left in Redis')
   t.same(await left(), [])
   t.same(
     (await containersOf(h.deployment)).filter((c) => c.Labels['replcast.session'] === sid),

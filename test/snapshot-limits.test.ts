@@ -77,11 +77,11 @@ t.test('an expired snapshot is deleted with its files; the sweep removes a folde
   const old = new Date(Date.now() - 3600_000)
   utimesSync(orphan, old, old)
   const h = await startHibernationApp(t, { CHECKPOINT_DIR: store, SNAPSHOT_TTL_S: '2', LEASE_TTL_MS: '1000' })
-  t.ok(await waitFor(() => !existsSync(orphan), 10_000), 'the orphan folder was swept')
+  t.ok(await waitFor(() => !existsSync(orphan), 30_000), 'the orphan folder was swept')
   const sid = await createSession(h.url)
   const snap = (await api(h.url, 'POST', `/v1/sessions/${sid}/snapshots`)).body
   t.ok(existsSync(join(h.checkpointDir, snap.id)), 'the snapshot is on disk')
   t.ok(await waitFor(async () => (await api(h.url, 'GET', `/v1/snapshots/${snap.id}`)).status === 404, 15_000), 'expired: gone')
-  t.ok(await waitFor(() => !existsSync(join(h.checkpointDir, snap.id)), 5000), 'its files are gone')
+  t.ok(await waitFor(() => !existsSync(join(h.checkpointDir, snap.id)), 30_000), 'its files are gone')
   t.equal((await api(h.url, 'GET', `/v1/sessions/${sid}`)).body.status, 'ready', 'its session is untouched')
 })

@@ -138,7 +138,7 @@ t.test('running slots are not forgotten when a shorter execution ends; a fractio
 
   // A long execution holds one of the two slots.
   const { events: long, ended: longEnded } = await openExecution(h, a, { code: 'import time\ntime.sleep(60)', timeout_s: 60 })
-  t.ok(await waitFor(() => long.some((e) => e.event === 'status' && e.data.state === 'running'), 10000), 'the long execution runs')
+  t.ok(await waitFor(() => long.some((e) => e.event === 'status' && e.data.state === 'running'), 30_000), 'the long execution runs')
   const longId = execId(long)
   const longUntil = Number(await h.redis.zscore(key, longId))
 
@@ -153,7 +153,7 @@ t.test('running slots are not forgotten when a shorter execution ends; a fractio
   // The quota is still enforced: one more fits, the next does not.
   const queued = await openExecution(h, a, { code: 'print(3)' })
   t.equal(queued.status, 200, 'a second execution queues behind the long one')
-  t.ok(await waitFor(() => queued.events.length > 0, 10000))
+  t.ok(await waitFor(() => queued.events.length > 0, 30_000))
   t.match(queued.events[0]?.data, { state: 'queued' })
   const third = await api(h.url, 'POST', `/v1/sessions/${b}/executions`, { code: 'print(4)' })
   t.equal(third.status, 429, 'a third execution is refused while two hold the slots')

@@ -75,7 +75,7 @@ export async function hostileSuite(t: Test, runtime: 'runc' | 'runsc'): Promise<
   await attack('memory bomb: done.status oom, session dead, restart revives it', async (t) => {
     const r = await run('blocks = []\nwhile True:\n    blocks.append(b"x" * (16 << 20))', 30)
     t.equal(doneOf(r), 'oom', 'done.status oom')
-    t.ok(await waitFor(async () => (await session()).status === 'dead', 5000), 'the session reports dead')
+    t.ok(await waitFor(async () => (await session()).status === 'dead', 30_000), 'the session reports dead')
     const refused = await api(h.url, 'POST', `/v1/sessions/${sid}/executions`, { code: '1' })
     t.equal(refused.body.code, 'session_dead', 'running code in it answers session_dead')
   })
@@ -268,7 +268,7 @@ export async function hostileSuite(t: Test, runtime: 'runc' | 'runsc'): Promise<
     } else {
       // gVisor delivers it: init dies and the sandbox with it.
       t.equal(doneOf(r), 'killed', 'done.status killed')
-      t.ok(await waitFor(async () => (await session()).status === 'dead', 5000), 'the session reports dead')
+      t.ok(await waitFor(async () => (await session()).status === 'dead', 30_000), 'the session reports dead')
     }
   })
 
@@ -276,21 +276,21 @@ export async function hostileSuite(t: Test, runtime: 'runc' | 'runsc'): Promise<
     const r = await run('import os, signal\nos.kill(1, signal.SIGTERM)\nimport time\ntime.sleep(30)', 20)
     t.equal(doneOf(r), 'killed', 'done.status killed')
     t.ok(r.ms < 5000, `the stream ended after ${r.ms.toFixed(0)} ms`)
-    t.ok(await waitFor(async () => (await session()).status === 'dead', 5000), 'the session reports dead')
+    t.ok(await waitFor(async () => (await session()).status === 'dead', 30_000), 'the session reports dead')
   })
 
   await attack('kill(-1) from user code kills only its own children; init and the REPL survive', async (t) => {
     const r = await run('import os, signal, subprocess\np = subprocess.Popen(["sleep", "60"])\nos.kill(-1, signal.SIGKILL)\nprint(p.wait())', 20)
     t.equal(doneOf(r), 'ok', 'done.status ok')
     t.equal(stdoutOf(r.events), '-9\n', 'the child was killed')
-    t.ok(await waitFor(async () => (await session()).status === 'ready', 5000), 'the session is still ready')
+    t.ok(await waitFor(async () => (await session()).status === 'ready', 30_000), 'the session is still ready')
   })
 
   await attack('ignoring SIGINT: killed after the grace period, session dead', async (t) => {
     const r = await run('import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    time.sleep(0.05)', 1)
     t.equal(doneOf(r), 'timeout', 'done.status timeout')
     t.ok(r.ms >= 1000 + GRACE_MS - 100 && r.ms < 1000 + GRACE_MS + 3000, `ended after ${r.ms.toFixed(0)} ms (timeout 1 s + grace ${GRACE_MS} ms)`)
-    t.ok(await waitFor(async () => (await session()).status === 'dead', 5000), 'the session reports dead')
+    t.ok(await waitFor(async () => (await session()).status === 'dead', 30_000), 'the session reports dead')
   })
 
   await attack('threads that keep printing after done: nothing is added to the ended execution', async (t) => {
