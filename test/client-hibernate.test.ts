@@ -5,13 +5,11 @@ import t from 'tap'
 import { ConflictError, NotFoundError, ReplcastClient, type Execution } from '../clients/typescript/src/index.ts'
 import { API_KEY, OTHER_KEY } from './helpers/app.js'
 import { runCli } from './helpers/cli.js'
+import { stdoutText } from './helpers/client.js'
 import { startHibernationApp } from './helpers/hibernation.js'
 
-const stdout = (ex: Execution) =>
-  ex.events
-    .filter((e) => e.type === 'stdout')
-    .map((e) => e.text)
-    .join('')
+/** An execution's stdout, joined. */
+const stdout = (ex: Execution) => stdoutText(ex.events)
 
 t.test('hibernation from the client and the CLI', async (t) => {
   const h = await startHibernationApp(t)
