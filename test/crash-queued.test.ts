@@ -3,51 +3,10 @@
 // the sandbox, and resumes it. It runs once; its client gets every event once.
 import t from 'tap'
 import Docker from 'dockerode'
-import { createServer, connect, type Socket } from 'node:net'
 import { API_KEY, containersOf } from './helpers/app.js'
 import { readSse, stdoutOf } from './helpers/client.js'
-import { freePort, isolatedServer, killHard } from './helpers/server-process.js'
-
-/**
- * A TCP proxy in front of Redis. Once `holdWhen` is set, the first chunk an API process sends that
- * contains all of it is held, and so is everything after it on every connection: that write, and all
- * later ones, never reach Redis (`started` resolves then). `release()` cuts the held connections; new ones pass again.
- */
-async function redisProxy(redisUrl: string) {
-  const target = redisUrl.startsWith('/') ? { path: redisUrl } : { host: new URL(redisUrl).hostname, port: Number(new URL(redisUrl).port || 6379) }
-  let startHolding = () => {}
-  const p = { holdWhen: [] as Buffer[], holding: false, held: new Set<Socket>(), url: '', started: new Promise<void>((resolve) => (startHolding = resolve)) }
-  const server = createServer((client) => {
-    const redis = connect(target)
-    client.on('data', (chunk: Buffer) => {
-      if (!p.holding && p.holdWhen.length && p.holdWhen.every((b) => chunk.includes(b))) {
-        p.holding = true
-        startHolding()
-      }
-      if (p.holding) p.held.add(client)
-      else redis.write(chunk)
-    })
-    redis.on('data', (chunk: Buffer) => client.write(chunk))
-    const end = () => {
-      client.destroy()
-      redis.destroy()
-    }
-    client.on('error', end).on('close', end)
-    redis.on('error', end).on('close', end)
-  })
-  const port = await freePort()
-  await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve))
-  p.url = `redis://127.0.0.1:${port}`
-  return Object.assign(p, {
-    release() {
-      for (const c of p.held) c.destroy()
-      p.held.clear()
-      p.holding = false
-      p.holdWhen = []
-    },
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
-  })
-}
+import { redisProxy } from './helpers/redis-proxy.js'
+import { isolatedServer, killHard } from './helpers/server-process.js'
 
 t.test('an execution the REPL got before its start was recorded runs once after the API process dies', async (t) => {
   const proxy = await redisProxy(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379')
@@ -78,7 +37,7 @@ t.test('an execution the REPL got before its start was recorded runs once after 
   while (!(await ended())) await new Promise((r) => setTimeout(r, 50))
 
   await killHard(h.server)
-  proxy.release()
+  proxy.cut()
   await h.respawn()
 
   const events = await readSse(

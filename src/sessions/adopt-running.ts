@@ -2,7 +2,8 @@
 // from one that is gone): its running execution resumed from what it wrote meanwhile, its queue run
 // again, its background processes picked up; a sandbox that stopped meanwhile marks the session dead.
 // An execution that waited is sent to the REPL as its start is recorded: one the REPL got while Redis
-// still has it queued is resumed as running, never sent a second time.
+// still has it queued is resumed as running, never sent a second time. One recorded as running that
+// the REPL never got (its instance let the session go in between) is sent now.
 import type { Config } from '../config.js'
 import { AppError } from '../errors.js'
 import type { SandboxDriver, SandboxHandle } from '../sandbox/driver.js'
@@ -24,7 +25,7 @@ import type { SessionRegistry } from './registry.js'
 
 export interface AdoptRunningDeps {
   config: Config
-  stores: Pick<Stores, 'sessions' | 'leases' | 'executions'>
+  stores: Pick<Stores, 'sessions' | 'leases' | 'executions' | 'logs'>
   driver: SandboxDriver
   log: Logger
   registry: SessionRegistry
@@ -67,11 +68,17 @@ export async function adoptRunning(deps: AdoptRunningDeps, rec: SessionRecord, t
     await stores.leases.addInstanceSession(config.instanceId, rec.id)
     if (next) running = await startedMeanwhile(deps, live, next, early)
     if (next && !running) live.client.forget(next.id)
+    const unsent = running && !next && (await neverSent(deps, live, running, early)) ? running : undefined
+    if (unsent) {
+      live.client.forget(unsent.id)
+      running = undefined
+    }
     if (running) await runner.resume(live, running, early)
     // Background processes went on too: what they wrote meanwhile comes from the REPL's replay buffer.
     await deps.processes.resume(live)
     const requeued: PendingExecution[] = []
-    for (const ex of unfinished.filter((x) => x.status === 'queued' && x.id !== running?.id).reverse()) {
+    const queued = unfinished.filter((x) => x.status === 'queued' && x.id !== running?.id).reverse()
+    for (const ex of unsent ? [unsent, ...queued] : queued) {
       // Streamed code came from an instance that is gone: nobody sends the rest of it.
       if (ex.kind === 'stream') {
         await recorded.endOrphaned(rec, ex, 'killed', 'the API instance that was streaming this code stopped')
@@ -79,11 +86,13 @@ export async function adoptRunning(deps: AdoptRunningDeps, rec: SessionRecord, t
       }
       const again = newPendingExecution(ex.id, ex.code ?? '', ex.timeout_ms ?? config.EXEC_TIMEOUT_S * 1000)
       if (ex.language === 'bash') again.language = 'bash'
+      // Its start (and `running` status) is recorded already: it is only sent.
+      if (ex === unsent) [again.startedAt, again.announcedRunning] = [ex.started_at ?? ex.created_at, true]
       requeued.push(again)
     }
     if (!running) await stores.sessions.updateSession(rec.id, { status: requeued.length ? 'busy' : 'ready' })
     runner.requeue(live, requeued)
-    deps.log.info({ sessionId: rec.id, resumed: running?.id, requeued: requeued.length }, 'session adopted')
+    deps.log.info({ sessionId: rec.id, resumed: running?.id, sent: unsent?.id, requeued: requeued.length }, 'session adopted')
     return live
   } catch (err) {
     registry.release(live)
@@ -113,4 +122,16 @@ async function startedMeanwhile(deps: AdoptRunningDeps, live: LiveSession, next:
   await deps.stores.executions.recordStart(live.id, next.id, next.created_at, status, deadline, live.tenant)
   deps.log.warn({ sessionId: live.id, executionId: next.id }, 'the REPL got a queued execution before its start was recorded: it is resumed, not run again')
   return { ...next, status: 'running', started_at: next.created_at }
+}
+
+/**
+ * Whether the REPL never got `rx`, which Redis has as running: no frame of it was handled, its
+ * sandbox's log has none since its start, and none arrives now. An instance let the session go
+ * between recording an execution's start and sending it (ExecutionRunner.enqueue); resumed, it
+ * would wait for frames that never come. False when the log cannot be read.
+ */
+async function neverSent(deps: AdoptRunningDeps, live: LiveSession, rx: ExecutionRecord, early: ReplFrame[]): Promise<boolean> {
+  if (early.length > 0 || (await deps.stores.logs.resumePoint(live.id, rx.id)).pos > 0) return false
+  const raw = await deps.driver.readStdoutLog(live.containerId, rx.started_at ?? rx.created_at).catch(() => null)
+  return raw !== null && executionFrames(raw, rx.id).length === 0
 }

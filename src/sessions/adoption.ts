@@ -20,7 +20,7 @@ import { adoptRunning } from './adopt-running.js'
 
 export interface AdoptionDeps {
   config: Config
-  stores: Pick<Stores, 'sessions' | 'leases' | 'executions'>
+  stores: Pick<Stores, 'sessions' | 'leases' | 'executions' | 'logs'>
   driver: SandboxDriver
   log: Logger
   registry: SessionRegistry

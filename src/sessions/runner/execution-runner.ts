@@ -14,7 +14,7 @@ import type { ExecutionStore } from '../../store/execution-store.js'
 import type { QuotaStore } from '../../store/quota-store.js'
 import type { ExecutionRecord } from '../../store/records.js'
 import { busyDeadline, countOf, frameToEvent, newPendingExecution, ownsLog, queuedRecord, unrefTimer, type PendingExecution } from './execution.js'
-import { sandboxGoneError, sandboxKilledError } from './sandbox-errors.js'
+import { NOT_STARTED_ERROR, sandboxGoneError, sandboxKilledError } from './sandbox-errors.js'
 import { ExecutionLog } from './execution-log.js'
 import { executionFrames, framesToReplay, LiveOverlap } from './log-replay.js'
 import { SlotHolds } from './slot-hold.js'
@@ -135,19 +135,17 @@ export class ExecutionRunner {
     }
     if (ownsLog(ex)) this.events.started(live, ex, added)
     this.deps.metrics.executionsQueued.inc()
-    w.queue.push(ex)
     if (live.state !== 'attached') {
-      // The session went away while this was being recorded: it ends at once, with its one `done`.
+      // Let go meanwhile (its lease passed on, the instance stopping): it is recorded, the next holder runs it (adopt-running.ts).
+      if (live.state === 'released') return added
+      // Deleted or restarted meanwhile: it ends at once, with its one `done`.
+      w.queue.push(ex)
       ex.startedAt = 0
-      this.events.append(live, ex, {
-        type: 'error',
-        ename: 'SandboxError',
-        evalue: 'the session was deleted or restarted before this execution started',
-        traceback: [],
-      })
+      this.events.append(live, ex, { type: 'error', ...NOT_STARTED_ERROR, traceback: [] })
       await this.finish(live, ex, 'killed')
       return null
     }
+    w.queue.push(ex)
     this.runNext(live)
     return added
   }

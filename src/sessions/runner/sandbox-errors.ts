@@ -1,5 +1,6 @@
 // What an execution's client is told when its sandbox went away under it (the `error` event before
-// its `done`): out of memory, stopped on its own, or killed by the host after an ignored interrupt.
+// its `done`): out of memory, stopped on its own, killed by the host after an ignored interrupt, or
+// deleted or restarted before the execution started.
 import type { SandboxExit } from '../../sandbox/driver.js'
 
 export interface SandboxError {
@@ -21,3 +22,6 @@ export function sandboxKilledError(graceMs: number): SandboxError {
     evalue: `the code did not stop within ${graceMs} ms of the interrupt, so the sandbox was killed; restart the session to continue`,
   }
 }
+
+/** The session was deleted or restarted while the execution was being queued. */
+export const NOT_STARTED_ERROR: SandboxError = { ename: 'SandboxError', evalue: 'the session was deleted or restarted before this execution started' }
