@@ -18,6 +18,10 @@ import type { Metrics } from '../metrics.js'
 import { wake } from './wake.js'
 import { adoptRunning } from './adopt-running.js'
 
+/** A session let go after a failed write is taken over again every this often until Redis answers (letGo), at most this many times. */
+const ADOPT_AGAIN_MS = 500
+const ADOPT_AGAIN_TRIES = 120
+
 export interface AdoptionDeps {
   config: Config
   stores: Pick<Stores, 'sessions' | 'leases' | 'executions' | 'logs'>
@@ -267,8 +271,8 @@ export class Adoption {
 
   /**
    * The runner cannot go on with the session (see RunnerDeps.letGo): this instance lets go of it.
-   * Unrecorded: it is adopted again (by the next request, or the reaper once its lease lapses),
-   * which reads what was not recorded back from the container. Lost: its lease passed to another
+   * Unrecorded: it is adopted again here as soon as Redis answers (or by the next request, or by the
+   * reaper), which reads what was not recorded back from the container. Lost: its lease passed to another
    * holder (Redis refused a write, or the renewal found it), which relays the sandbox from now on;
    * when that one let it go again meanwhile, it is adopted here afresh, from what Redis holds.
    * Unkillable: it is marked dead and due now, so the reaper removes its sandbox as soon as the
@@ -277,12 +281,20 @@ export class Adoption {
   async letGo(live: LiveSession, why: 'unrecorded' | 'unkillable' | 'lost'): Promise<void> {
     if (why === 'lost') return this.lost(live)
     this.deps.registry.release(live)
-    if (why !== 'unkillable') return
+    if (why === 'unrecorded') return this.adoptAgain(live.id)
     try {
       await this.markDead(live.id)
       await this.deps.stores.sessions.setDeadline(live.id, Date.now())
     } catch (err) {
       this.deps.log.error({ err, sessionId: live.id }, 'could not mark a sandbox that could not be killed for removal')
+    }
+  }
+
+  /** Takes a session let go after a failed write over again, once Redis answers: its readers wait for the rest meanwhile. */
+  private async adoptAgain(sid: string): Promise<void> {
+    for (let tries = 0; tries < ADOPT_AGAIN_TRIES && !this.closing; tries++) {
+      await new Promise((resolve) => setTimeout(resolve, ADOPT_AGAIN_MS).unref())
+      if ((await this.takeOver(sid, null).catch(() => 'unavailable')) !== 'unavailable') return
     }
   }
 

@@ -8,6 +8,7 @@ import { freePort } from './server-process.js'
  * so is everything after it on every connection: none of it reaches Redis (`started` resolves then;
  * `held()` lists those chunks in order). `cut()` drops them and cuts the connections that sent them;
  * `pass()` sends them on, in order, as if they had only been slow. Either way new writes pass again.
+ * `down()` drops them too and cuts every connection, and Redis cannot be reached until `up()`.
  */
 export async function redisProxy(redisUrl: string) {
   const target = redisUrl.startsWith('/') ? { path: redisUrl } : { host: new URL(redisUrl).hostname, port: Number(new URL(redisUrl).port || 6379) }
@@ -15,7 +16,10 @@ export async function redisProxy(redisUrl: string) {
   const started = new Promise<void>((resolve) => (startHolding = resolve))
   let holding = false
   const held: Array<{ client: Socket; redis: Socket; chunk: Buffer }> = []
+  const open = new Set<Socket>()
   const server = createServer((client) => {
+    open.add(client)
+    client.once('close', () => open.delete(client))
     const redis = connect(target)
     client.on('data', (chunk: Buffer) => {
       if (!holding && p.holdWhen.length && p.holdWhen.every((b) => chunk.includes(b))) {
@@ -53,6 +57,13 @@ export async function redisProxy(redisUrl: string) {
       for (const h of held) h.redis.write(h.chunk)
       stopHolding()
     },
+    /** Stops listening (a connection is refused, as by a Redis that is not running) and cuts every connection. */
+    down() {
+      server.close()
+      for (const c of open) c.destroy()
+      stopHolding()
+    },
+    up: () => new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve)),
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   }
   return p

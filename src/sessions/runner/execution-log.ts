@@ -32,7 +32,7 @@ export interface ExecutionLogDeps {
   log: Logger
   metrics: Metrics
   /** Redis refused a write for the session: its lease passed to another instance, which relays its sandbox now. */
-  letGo?: (live: LiveSession, why: 'lost') => void
+  letGo?: (live: LiveSession, why: 'lost' | 'unrecorded') => void
 }
 
 /** Events of an execution not sent to Redis yet: they leave together at the end of the current task. */
@@ -115,6 +115,12 @@ export class ExecutionLog {
     bytes: number,
     write: (events: EventPayload[], ahead: boolean) => Promise<Appended | null>,
   ): void {
+    // Let go (see the write's failure below): the session's next adopter appends what was not stored,
+    // from the container's log, under the ids it would have had here.
+    if (live.state === 'released' && ownsLog(ex)) {
+      if (bytes) this.unstored.stored(live, bytes)
+      return
+    }
     // Handed to local readers when sent, not when stored, when this instance knows where the log ends
     // (only ever its own log) and they are small: the write then keeps them whatever the tenant's
     // budget (see appendedAhead).
@@ -132,8 +138,11 @@ export class ExecutionLog {
       (err: unknown) => {
         replied(null)
         if (bytes) this.unstored.stored(live, bytes)
-        if (err instanceof LeaseLost) this.deps.letGo?.(live, 'lost')
-        else this.deps.log.error({ err, sessionId: live.id, executionId: ex.id }, 'event append failed')
+        if (err instanceof LeaseLost) return this.deps.letGo?.(live, 'lost')
+        this.deps.log.error({ err, sessionId: live.id, executionId: ex.id }, 'event append failed')
+        // Writes after it would take the ids of what it may have handed to readers ahead: the session is
+        // let go instead, and adopted again from what Redis holds.
+        if (ownsLog(ex) && live.state === 'attached') this.deps.letGo?.(live, 'unrecorded')
       },
     )
     // After the write: it leaves before anything a reader does with them.
