@@ -31,7 +31,7 @@ export interface ExecutionLogDeps {
   feed: Pick<EventFeed, 'deliver'>
   log: Logger
   metrics: Metrics
-  /** Redis refused a write for the session: its lease passed to another instance, which relays its sandbox now. */
+  /** A write failed: refused, the session's lease having passed to another instance ('lost'), or not made at all ('unrecorded'). */
   letGo?: (live: LiveSession, why: 'lost' | 'unrecorded') => void
 }
 
